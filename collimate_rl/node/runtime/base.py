@@ -1,0 +1,183 @@
+"""The contract between the node's HTTP layer and its sandbox runtime.
+
+The HTTP layer (``collimate_rl.node.app`` and friends) only ever talks to a
+:class:`Runtime`; the drivers (``bwrap``, ``none``) implement it. Everything
+here is asyncio: the node runs one event loop.
+
+Vocabulary:
+    template   a read-only filesystem layer plus an interpreter and a warm-up;
+               a runtime keeps one warm *template host* per template.
+    session    a copy-on-write fork of its template; keeps its files across
+               execs; can itself be forked N ways.
+    exec       one run of a command / code / argv list inside a session.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+__all__ = [
+    "OUTPUT_CAP_BYTES",
+    "ExecOutcome",
+    "ExecSpec",
+    "Isolation",
+    "Limits",
+    "Runtime",
+    "RuntimeError_",
+    "SessionBusy",
+    "SessionHandle",
+    "SessionLost",
+    "TemplateSpec",
+]
+
+#: Merged stdout+stderr is capped at 16 MiB per exec (the contract's cap).
+OUTPUT_CAP_BYTES = 16 * 1024 * 1024
+
+
+class Isolation(str, enum.Enum):
+    """The isolation level in force, reported by ``/v1/health``."""
+
+    BWRAP = "bwrap"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-exec resource limits applied inside the sandbox."""
+
+    cpu_seconds: int = 60  # RLIMIT_CPU ceiling; the exec's own timeout usually bites first
+    address_space_bytes: int = 4 << 30  # RLIMIT_AS per process
+    processes: int = 64  # RLIMIT_NPROC, counted per session
+    file_size_bytes: int = 256 << 20  # RLIMIT_FSIZE
+    open_files: int = 256  # RLIMIT_NOFILE
+    session_disk_bytes: int = 1 << 30  # size of the session's private writable layer
+    output_cap_bytes: int = OUTPUT_CAP_BYTES
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    """A template: a read-only layer, an interpreter and a warm-up.
+
+    Attributes:
+        template_id: the wire id (``POST /v1/sessions {"template_id"}``).
+        layer: host directory shown read-only under the session's writable
+            ``/sandbox`` (``None``: an empty one). Baked templates stack
+            several layers, lowest first.
+        interpreter: runs ``code`` execs; ``"python3"`` means the node's own
+            warm Python (fork-server, no start-up cost per exec).
+        preload: modules the warm interpreter imports before forking.
+        env: extra environment for every exec.
+    """
+
+    template_id: str
+    layers: tuple[Path, ...] = ()
+    interpreter: str = "python3"
+    preload: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    """One exec, already validated by the HTTP layer.
+
+    Exactly one of ``command`` / ``commands`` / ``code`` is used, with the
+    contract's precedence command > commands > code. ``files`` are written
+    byte-exact (no newline added) before it runs; relative paths are under
+    ``/sandbox``. ``seed`` is always set (the node draws one if the caller
+    did not).
+    """
+
+    seed: str
+    timeout_seconds: float = 30.0
+    command: str | None = None
+    commands: tuple[tuple[str, ...], ...] | None = None
+    code: str | None = None
+    files: tuple[tuple[str, bytes], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ExecOutcome:
+    """What an exec produced. Task failures are data, never exceptions.
+
+    ``exit_code`` is -1 on timeout (``output`` then ends with the contract's
+    ``"timeout after <t>s"`` message) and ``-signal`` when killed by a signal.
+    """
+
+    exit_code: int
+    output: bytes
+    exec_time_ms: float
+    timed_out: bool = False
+    truncated: bool = False
+    seed_ack: str = "no-ack"  # "verified" when the sandbox confirmed the seed
+
+
+class RuntimeError_(Exception):
+    """An infrastructure failure of the runtime (maps to 5xx, never to a reward)."""
+
+
+class SessionLost(RuntimeError_):
+    """The session's sandbox died or vanished (maps to 410 ``session_gone``)."""
+
+
+class SessionBusy(RuntimeError_):
+    """The operation needs a quiescent session (fork while an exec runs)."""
+
+
+class SessionHandle(Protocol):
+    """A live session inside a runtime."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    async def exec(self, spec: ExecSpec) -> ExecOutcome:
+        """Run one exec; concurrent execs on one session are allowed."""
+        ...
+
+    async def fork(self, child_ids: Sequence[str]) -> list[SessionHandle]:
+        """Copy-on-write fork into ``len(child_ids)`` new sessions.
+
+        Children see the parent's files as of now; afterwards every write is
+        private to its writer. All or nothing: on failure no child survives.
+        Raises :class:`SessionBusy` if an exec is running in the parent.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Destroy the session and every process in it. Idempotent."""
+        ...
+
+
+class Runtime(Protocol):
+    """A sandbox runtime: template hosts and their sessions."""
+
+    isolation: Isolation
+
+    async def start(self) -> None:
+        """Bring up the built-in templates (and any warm pool)."""
+        ...
+
+    def templates(self) -> list[str]: ...
+
+    async def add_template(self, spec: TemplateSpec) -> None: ...
+
+    async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
+        """Fork a new session from the template's warm host.
+
+        Raises KeyError for an unknown template, RuntimeError_ on failure.
+        """
+        ...
+
+    async def bake(
+        self, template_id: str, base: str, setup_commands: Sequence[str], *, network: bool = True
+    ) -> TemplateSpec:
+        """Run setup commands on top of ``base`` and freeze the result as a new template."""
+        ...
+
+    async def close(self) -> None:
+        """Stop everything; leave no process, mount, folder or socket behind."""
+        ...
