@@ -4,6 +4,7 @@ Every error the SDK raises derives from :class:`CollimateError`::
 
     CollimateError (RuntimeError)            .status, .error_code
     ├── CollimateTransportError              the request never got an HTTP answer
+    │   └── CollimateProtocolError           a 2xx answer whose body is not JSON
     ├── CollimateServerError                 the server answered with an error envelope
     │   ├── CollimateDrainingError           503 draining: route the work elsewhere
     │   ├── CollimateCapacityError           503 at_capacity past the retry budget
@@ -36,6 +37,7 @@ __all__ = [
     "CollimateDrainingError",
     "CollimateError",
     "CollimateNotFoundError",
+    "CollimateProtocolError",
     "CollimateServerError",
     "CollimateSessionGoneError",
     "CollimateTaskError",
@@ -68,6 +70,10 @@ class CollimateError(RuntimeError):
 
 class CollimateTransportError(CollimateError):
     """The request got no HTTP answer (refused, reset, timed out, unreadable)."""
+
+
+class CollimateProtocolError(CollimateTransportError):
+    """The server answered 2xx but the body could not be read as JSON."""
 
 
 class CollimateServerError(CollimateError):
@@ -139,6 +145,7 @@ ERROR_CODES: Final[dict[str, tuple[int, type[CollimateServerError]]]] = {
     "template_id_required": (400, CollimateServerError),
     "invalid_seed": (400, CollimateServerError),
     "not_found": (404, CollimateNotFoundError),
+    "method_not_allowed": (405, CollimateServerError),
     "no_template": (404, CollimateNotFoundError),
     "no_such_session": (404, CollimateNotFoundError),
     "session_busy": (409, CollimateServerError),
@@ -182,9 +189,7 @@ def error_from_envelope(
         message = str(payload["message"])
         code = payload.get("code") or payload.get("error_code")
     elif isinstance(payload, dict) and "error" in payload:
-        message = (
-            str(payload["error"]) if gateway else f"HTTP {status}: {payload['error']}"
-        )
+        message = str(payload["error"]) if gateway else f"HTTP {status}: {payload['error']}"
         code = payload.get("error_code") or payload.get("code")
     else:
         message = f"HTTP {status}: {reason}".rstrip()
@@ -202,6 +207,8 @@ _TWINS: dict[type[CollimateServerError], type[CollimateServerError]] = {}
 
 def _gateway_twin(cls: type[CollimateServerError]) -> type[CollimateServerError]:
     """A subclass of both ``cls`` and :class:`GatewayError` (cached)."""
+    if issubclass(GatewayError, cls):
+        return GatewayError  # e.g. plain CollimateServerError: GatewayError already is one
     twin = _TWINS.get(cls)
     if twin is None:
         twin = type(f"Gateway{cls.__name__.removeprefix('Collimate')}", (cls, GatewayError), {})

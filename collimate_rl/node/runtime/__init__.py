@@ -1,0 +1,121 @@
+"""The local sandbox node's runtime (see :mod:`.base` for the contract).
+
+``create_runtime()`` picks the driver:
+
+* ``"bwrap"`` (the default on Linux): one bubblewrap container per template,
+  run as a dedicated non-root host uid; sessions are forked processes in their
+  own user/pid/net/ipc/mount namespaces with copy-on-write overlay layers;
+  execs run with no capabilities, a seccomp filter and rlimits.
+* ``"none"``: the same supervisor with no isolation at all, for machines
+  without bubblewrap. It is never chosen implicitly on Linux and warns loudly.
+
+Built-in template: ``"python3"`` (alias ``"py"``), the node's own Python with
+numpy importable, warm (a fork-server; ``code`` execs run in a forked,
+pre-imported interpreter).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .base import (
+    OUTPUT_CAP_BYTES,
+    ExecOutcome,
+    ExecSpec,
+    Isolation,
+    Limits,
+    Runtime,
+    RuntimeError_,
+    SessionBusy,
+    SessionHandle,
+    SessionLost,
+    TemplateSpec,
+)
+from .bwrap import BwrapStatus, detect_bwrap
+from .driver import (
+    BUILTIN_TEMPLATE,
+    DEFAULT_PRELOAD,
+    DEFAULT_SANDBOX_UID,
+    MAX_FORK_DEPTH,
+    LocalRuntime,
+    LocalSession,
+)
+
+__all__ = [
+    "BUILTIN_TEMPLATE",
+    "DEFAULT_PRELOAD",
+    "DEFAULT_SANDBOX_UID",
+    "MAX_FORK_DEPTH",
+    "OUTPUT_CAP_BYTES",
+    "BwrapStatus",
+    "BwrapUnavailable",
+    "ExecOutcome",
+    "ExecSpec",
+    "Isolation",
+    "Limits",
+    "LocalRuntime",
+    "LocalSession",
+    "Runtime",
+    "RuntimeError_",
+    "SessionBusy",
+    "SessionHandle",
+    "SessionLost",
+    "TemplateSpec",
+    "create_runtime",
+    "detect_bwrap",
+]
+
+
+class BwrapUnavailable(RuntimeError_):
+    """The bwrap driver cannot run on this machine (the message says how to fix it)."""
+
+
+def create_runtime(
+    isolation: str | None = None,
+    *,
+    state_dir: Path | None = None,
+    limits: Limits | None = None,
+    sandbox_uid: int | None = None,
+    memory_limit_bytes: int | None = None,
+) -> LocalRuntime:
+    """Build (not start) the node's runtime; ``await runtime.start()`` next.
+
+    ``isolation``: ``None`` picks ``bwrap`` on Linux and raises
+    :class:`BwrapUnavailable` (never falls back silently) if it cannot work;
+    ``"bwrap"`` insists on it; ``"none"`` runs without any isolation and warns.
+    ``sandbox_uid``: host uid the sandboxes run as when the node is root
+    (default :data:`DEFAULT_SANDBOX_UID`); ignored when the node is not root.
+    ``memory_limit_bytes``: cap per template container through a cgroup-v1
+    memory cgroup when the node is root and the controller is writable
+    (default: half the RAM; 0 disables; silently skipped, with a log line,
+    where unavailable).
+    """
+    uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
+    if isolation is None:
+        if not sys.platform.startswith("linux"):
+            raise BwrapUnavailable(
+                "no isolating driver on this platform; pass isolation='none' explicitly "
+                "to run WITHOUT a sandbox"
+            )
+        isolation = "bwrap"
+    iso = Isolation(isolation)
+    if iso is Isolation.NONE:
+        return LocalRuntime(
+            iso,
+            state_dir=state_dir,
+            limits=limits,
+            sandbox_uid=uid,
+            memory_limit_bytes=memory_limit_bytes,
+        )
+    status = detect_bwrap(uid)
+    if not status.usable:
+        raise BwrapUnavailable(f"bwrap isolation unavailable: {status.reason}")
+    return LocalRuntime(
+        iso,
+        state_dir=state_dir,
+        limits=limits,
+        sandbox_uid=uid,
+        bwrap_path=status.path,
+        memory_limit_bytes=memory_limit_bytes,
+    )

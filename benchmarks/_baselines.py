@@ -1,0 +1,194 @@
+"""Unisolated baselines that expose the same ``exec_once`` surface as a Collimate client.
+
+* :class:`SubprocessClient` starts a fresh ``python -S`` per exec (what most graders do).
+* :class:`WarmForkClient` forks a warm interpreter per exec (the floor: no isolation, no
+  interpreter start-up).
+
+Neither isolates anything; they exist only to be measured against.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SubprocessClient", "WarmForkClient"]
+
+_SEED_PRELUDE = "import os, random\nrandom.seed(int(os.environ['COLLIMATE_SEED'], 16))\n"
+
+
+def _write_files(root: Path, files: list[dict[str, str]] | None) -> None:
+    for f in files or []:
+        path = Path(f["path"]) if os.path.isabs(f["path"]) else root / f["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f["content"])
+
+
+class SubprocessClient:
+    """``exec_once`` as ``python -S <file>`` in a fresh process per call, without isolation."""
+
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python or os.path.realpath(sys.executable)
+
+    def exec_once(
+        self,
+        template_id: str,
+        *,
+        code: str | None = None,
+        command: str | None = None,
+        files: list[dict[str, str]] | None = None,
+        timeout_seconds: int = 30,
+        seed: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        seed = seed or os.urandom(32).hex()
+        with tempfile.TemporaryDirectory(prefix="bench-sub-") as tmp:
+            root = Path(tmp)
+            _write_files(root, files)
+            if command is not None:
+                argv = ["/bin/sh", "-c", command]
+            else:
+                (root / "main.py").write_text(_SEED_PRELUDE + (code or ""))
+                argv = [self.python, "-S", str(root / "main.py")]
+            env = {
+                "COLLIMATE_SEED": seed,
+                "PATH": "/usr/bin:/bin",
+                "COLLIMATE_CODE_FILE": str(root / "main.py"),
+            }
+            t0 = time.perf_counter()
+            try:
+                proc = subprocess.run(
+                    argv,
+                    cwd=root,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout_seconds,
+                    check=False,
+                )
+                out, rc = proc.stdout, proc.returncode
+            except subprocess.TimeoutExpired as exc:
+                out, rc = (exc.stdout or b"") + f"timeout after {timeout_seconds}s".encode(), -1
+            ms = (time.perf_counter() - t0) * 1e3
+        return {
+            "stdout": out.decode("utf-8", "replace"),
+            "stderr": "",
+            "exit_code": rc,
+            "seed": seed,
+            "seed_ack": "off",
+            "fork_time_ms": 0.0,
+            "exec_time_ms": ms,
+            "total_time_ms": ms,
+        }
+
+
+_ZYGOTE = r"""
+import json, os, random, signal, socket, struct, sys, traceback
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+srv = socket.socket(socket.AF_UNIX); srv.bind(sys.argv[1]); srv.listen(128)
+print("ready", flush=True)
+def recv_exact(c, n):
+    buf = b""
+    while len(buf) < n:
+        part = c.recv(n - len(buf))
+        if not part: raise EOFError
+        buf += part
+    return buf
+while True:
+    conn, _ = srv.accept()
+    if os.fork():
+        conn.close(); continue
+    srv.close()
+    req = json.loads(recv_exact(conn, struct.unpack("!I", recv_exact(conn, 4))[0]))
+    out_fd = os.memfd_create("out")
+    os.dup2(out_fd, 1); os.dup2(out_fd, 2)
+    os.chdir(req["cwd"]); os.environ["COLLIMATE_SEED"] = req["seed"]
+    random.seed(int(req["seed"], 16))
+    rc = 0
+    try:
+        exec(compile(req["code"], req["path"], "exec"), {"__name__": "__main__"})
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc(); rc = 1
+    sys.stdout.flush(); sys.stderr.flush()
+    os.lseek(out_fd, 0, 0)
+    out = b""
+    while chunk := os.read(out_fd, 65536):
+        out += chunk
+    body = json.dumps({"rc": rc, "out": out.decode("utf-8", "replace")}).encode()
+    conn.sendall(struct.pack("!I", len(body)) + body)
+    os._exit(0)
+"""
+
+
+class WarmForkClient:
+    """``exec_once`` by forking a warm interpreter (the unisolated floor)."""
+
+    def __init__(self, python: str | None = None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-zygote-")
+        self.sock_path = os.path.join(self._tmp.name, "z.sock")
+        self._proc = subprocess.Popen(
+            [python or os.path.realpath(sys.executable), "-S", "-c", _ZYGOTE, self.sock_path],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None and self._proc.stdout.readline().strip() == "ready"
+        self._lock = threading.Lock()
+
+    def exec_once(
+        self,
+        template_id: str,
+        *,
+        code: str | None = None,
+        files: list[dict[str, str]] | None = None,
+        timeout_seconds: int = 30,
+        seed: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        seed = seed or os.urandom(32).hex()
+        with tempfile.TemporaryDirectory(prefix="bench-fork-") as tmp:
+            _write_files(Path(tmp), files)
+            path = os.path.join(tmp, "main.py")
+            req = json.dumps({"code": code or "", "path": path, "cwd": tmp, "seed": seed}).encode()
+            t0 = time.perf_counter()
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.sock_path)
+                s.sendall(struct.pack("!I", len(req)) + req)
+                size = struct.unpack("!I", _recv_exact(s, 4))[0]
+                reply = json.loads(_recv_exact(s, size))
+            ms = (time.perf_counter() - t0) * 1e3
+        return {
+            "stdout": reply["out"],
+            "stderr": "",
+            "exit_code": reply["rc"],
+            "seed": seed,
+            "seed_ack": "off",
+            "fork_time_ms": 0.0,
+            "exec_time_ms": ms,
+            "total_time_ms": ms,
+        }
+
+    def close(self) -> None:
+        self._proc.kill()
+        self._proc.wait()
+        self._tmp.cleanup()
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        part = s.recv(n - len(buf))
+        if not part:
+            raise EOFError("zygote closed the connection")
+        buf += part
+    return buf

@@ -1,0 +1,49 @@
+"""Text spaces wide enough for real prompts and completions.
+
+Gymnasium's default :class:`~gymnasium.spaces.Text` charset is only
+``[a-zA-Z0-9]``; code needs whitespace, punctuation and Unicode. These spaces
+admit every printable Unicode character plus ``\\n``, ``\\t`` and ``\\r``.
+
+>>> space = completion_space()
+>>> "def f(x):\\n    return x ** 2  # ✓" in space
+True
+>>> "\\x00" in space
+False
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+
+from gymnasium.spaces import Text
+
+__all__ = [
+    "MAX_COMPLETION_CHARS",
+    "MAX_PROMPT_CHARS",
+    "completion_space",
+    "printable_charset",
+    "prompt_space",
+]
+
+#: Long enough for a long chain of thought plus code (~32k tokens).
+MAX_COMPLETION_CHARS = 1 << 17
+#: Long enough for a problem statement with examples, or a page of feedback.
+MAX_PROMPT_CHARS = 1 << 16
+
+
+@lru_cache(maxsize=1)
+def printable_charset() -> frozenset[str]:
+    """Every printable code point, plus the whitespace code contains."""
+    chars = {chr(i) for i in range(sys.maxunicode + 1) if chr(i).isprintable()}
+    return frozenset(chars | {"\n", "\t", "\r"})
+
+
+def completion_space(max_length: int = MAX_COMPLETION_CHARS) -> Text:
+    """The action space of the code envs: any printable text, possibly empty."""
+    return Text(max_length, min_length=0, charset=printable_charset())
+
+
+def prompt_space(max_length: int = MAX_PROMPT_CHARS) -> Text:
+    """The observation space of the code envs: a prompt or a feedback message."""
+    return Text(max_length, min_length=0, charset=printable_charset())

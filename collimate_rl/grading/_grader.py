@@ -1,0 +1,508 @@
+"""Part 4 of the shipped harness: comparisons, grading modes and T's ``main``.
+
+Stdlib only; runs only in the trusted process T. See :mod:`._harness`.
+"""
+
+from __future__ import annotations  # collimate: strip
+
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+
+from ._child import (  # collimate: strip
+    _PR_SET_DUMPABLE,
+    DEFAULT_SEED,
+    FRAME_VERSION,
+    MAX_OUTCOMES,
+    RESULT_PREFIX,
+    _describe,
+    _prctl,
+    _safe_repr,
+    _short,
+)
+from ._codec import decode  # collimate: strip
+from ._harness import (  # collimate: strip
+    ZYGOTE_PART_END,
+    CandidateError,
+    Reply,
+    Runner,
+    _candidate_exception,
+    _Zygote,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+# --------------------------------------------------------------------------- comparison
+
+
+def same(got: Any, want: Any, *, tol: float | None = None, loose: bool = False) -> bool:
+    """Strict structural equality of plain data (``got`` comes from the codec).
+
+    ``bool`` never equals ``int``; ints and floats compare by value (with
+    ``tol`` as relative and absolute tolerance); two NaNs are equal; with
+    ``loose`` a tuple equals a list of the same items.
+    """
+    tg, tw = type(got), type(want)
+    if tg is bool or tw is bool:
+        return tg is tw and bool(got == want)
+    if tg in (int, float) and tw in (int, float):
+        if tg is float and tw is float and math.isnan(got) and math.isnan(want):
+            return True
+        if tol is not None and (tg is float or tw is float):
+            return math.isclose(got, want, rel_tol=tol, abs_tol=tol)
+        return bool(got == want)
+    if tw is complex and tg is complex:
+        if tol is not None:
+            return bool(abs(got - want) <= max(tol, tol * abs(want)))
+        return bool(got == want)
+    if tg in (list, tuple) and tw in (list, tuple):
+        if tg is not tw and not loose:
+            return False
+        return len(got) == len(want) and all(
+            same(a, b, tol=tol, loose=loose) for a, b in zip(got, want, strict=False)
+        )
+    if tg is dict and tw is dict:
+        if len(got) != len(want) or set(got) != set(want):
+            return False
+        return all(same(got[key], want[key], tol=tol, loose=loose) for key in want)
+    if tg in (set, frozenset) and tw in (set, frozenset):
+        return bool(got == want)
+    if tw in (str, bytes, type(None), int, float, complex, list, tuple, dict, set, frozenset):
+        return tg is tw and bool(got == want)
+    return bool(want == got)  # a trusted reference's own type decides
+
+
+def _as_lists(value: Any) -> Any:
+    if type(value) in (list, tuple):
+        return [_as_lists(item) for item in value]
+    if type(value) is dict:
+        return {key: _as_lists(item) for key, item in value.items()}
+    return value
+
+
+def _io_same(got: str, want: str, *, strip: bool, tol: float | None) -> bool:
+    if strip:
+        got_lines = [line.strip() for line in got.strip().splitlines()]
+        want_lines = [line.strip() for line in want.strip().splitlines()]
+    else:
+        if tol is None:
+            return got == want
+        got_lines, want_lines = got.split("\n"), want.split("\n")
+    if len(got_lines) != len(want_lines):
+        return False
+    for got_line, want_line in zip(got_lines, want_lines, strict=False):
+        if got_line == want_line:
+            continue
+        if tol is None:
+            return False
+        got_tokens, want_tokens = got_line.split(), want_line.split()
+        if len(got_tokens) != len(want_tokens):
+            return False
+        for a, b in zip(got_tokens, want_tokens, strict=False):
+            if a == b:
+                continue
+            try:
+                if not math.isclose(float(a), float(b), rel_tol=tol, abs_tol=tol):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+# --------------------------------------------------------------------------- grading modes
+
+
+class Grader:
+    """Runs one payload's tests and collects per-test outcomes."""
+
+    def __init__(self, payload: dict[str, Any], runner: Runner, seed: str) -> None:
+        self.payload = payload
+        self.runner = runner
+        self.seed = seed
+        self.outcomes: list[dict[str, Any]] = []
+        self.passed = 0
+        self.total = 0
+        self.reward: float | None = None
+        self.error: str | None = None
+
+    def record(
+        self, name: str, status: str, detail: str = "", shown_input: str | None = None
+    ) -> None:
+        self.total += 1
+        if status == "pass":
+            self.passed += 1
+        if len(self.outcomes) < MAX_OUTCOMES:
+            outcome = {"name": _short(name, 80), "status": status, "detail": _short(detail)}
+            if shown_input is not None:
+                outcome["input"] = shown_input
+            self.outcomes.append(outcome)
+
+    def record_reply(self, name: str, reply: Reply, ok: bool, shown_input: str | None) -> None:
+        if reply.status == "ok":
+            status = "pass" if ok else "fail"
+            detail = "" if ok else _short("got " + _safe_repr(reply.value))
+        else:
+            status, detail = reply.status, reply.detail
+        self.record(name, status, detail, shown_input)
+
+    def run(self) -> None:
+        kind = self.payload["kind"]
+        handler: Callable[[], None] = {
+            "calls": self._calls,
+            "asserts": self._asserts,
+            "property": self._property,
+            "io": self._io,
+            "custom": self._custom,
+        }[kind]
+        handler()
+
+    def _calls(self) -> None:
+        tol = self.payload.get("float_tolerance")
+        loose = bool(self.payload.get("loose_sequences", False))
+        lists = bool(self.payload.get("tuples_as_lists", False))
+        entry = self.payload["entry"]
+        for index, test in enumerate(self.payload["tests"]):
+            args = decode(test["args"])
+            want = decode(test["expected"])
+            reply = self.runner.call(entry, args, decode(test.get("kwargs", {"d": []})))
+            got = _as_lists(reply.value) if lists else reply.value
+            wants = [want, *(decode(alt) for alt in test.get("any_of", []))]
+            ok = reply.status == "ok" and any(same(got, w, tol=tol, loose=loose) for w in wants)
+            self.record_reply(f"test {index}", reply, ok, _safe_repr(args))
+
+    def _property(self) -> None:
+        import copy
+        import random
+
+        p = self.payload
+        random.seed(int(self.seed, 16))
+        namespace: dict[str, Any] = {"random": random, "__name__": "reference"}
+        generator = eval(f"lambda: ({p['generator']})", namespace)
+        inputs: list[tuple[Any, str | None]] = []
+        for _ in range(int(p["k"])):  # draw every input first: CRN does not depend on answers
+            try:
+                inputs.append((generator(), None))
+            except Exception as exc:
+                self.error = "the generator raised " + _describe(exc)
+                inputs.append((None, self.error))
+        reference = _reference(p["reference"], p["entry"])
+        for index, (x, problem) in enumerate(inputs):
+            shown = _safe_repr(x)
+            if problem is not None:
+                self.record(f"trial {index}", "error", problem, shown)
+                continue
+            try:
+                want = reference(copy.deepcopy(x))
+            except Exception as exc:
+                self.record(
+                    f"trial {index}", "error", "the reference raised " + _describe(exc), shown
+                )
+                continue
+            reply = self.runner.call(p["entry"], (x,))
+            ok = reply.status == "ok" and same(reply.value, want, tol=p.get("float_tolerance"))
+            self.record_reply(f"trial {index}", reply, ok, shown)
+
+    def _io(self) -> None:
+        p = self.payload
+        strip, tol = bool(p.get("strip_whitespace", True)), p.get("float_tolerance")
+        for index, case in enumerate(p["cases"]):
+            reply = self.runner.run_program(case["stdin"])
+            ok = reply.status == "ok" and _io_same(
+                reply.stdout, case["expected"], strip=strip, tol=tol
+            )
+            shown = _safe_repr(case["stdin"])
+            if reply.status == "ok":
+                detail = "" if ok else "got " + _safe_repr(reply.stdout)
+                if reply.detail:
+                    detail = (reply.detail + "; " + detail).rstrip("; ")
+                self.record(f"case {index}", "pass" if ok else "fail", detail, shown)
+            else:
+                self.record(f"case {index}", reply.status, reply.detail, shown)
+
+    def _asserts(self) -> None:
+        p = self.payload
+        namespace: dict[str, Any] = {"__name__": "tests"}
+        if p.get("setup"):
+            exec(compile(p["setup"], "<setup>", "exec"), namespace)
+        for name in {*p.get("proxied", []), p["entry"]}:
+            if name == p["entry"] or name not in namespace:
+                namespace[name] = _Proxy(self.runner, name)
+        namespace["candidate"] = _Proxy(self.runner, p["entry"])
+        for index, block in enumerate(p["blocks"]):
+            self._run_block(index, block, dict(namespace))
+
+    def _run_block(self, index: int, block: dict[str, Any], namespace: dict[str, Any]) -> None:
+        source = block["code"]
+        records: list[tuple[str, str, str]] = []
+
+        def check(lineno: int, ok: Any, exc: BaseException | None) -> None:
+            label = f"{block.get('name', f'block {index}')}:{lineno}"
+            if exc is None:
+                records.append((label, "pass" if ok else "fail", ""))
+            elif isinstance(exc, CandidateError):
+                records.append((label, exc.reply.status, exc.reply.detail))
+            elif isinstance(exc.__cause__, CandidateError):
+                records.append((label, "error", _describe(exc)))
+            else:
+                records.append((label, "error", _describe(exc)))
+
+        import ast
+
+        try:
+            tree = ast.parse(source)
+            static = sum(isinstance(node, ast.Assert) for node in ast.walk(tree))
+            code = compile(_rewrite_asserts(tree), f"<tests {index}>", "exec")
+        except (SyntaxError, ValueError) as exc:
+            self.error = "the test code does not compile: " + _describe(exc)
+            self.record(f"block {index}", "error", self.error)
+            return
+        namespace["__collimate_check__"] = check
+        failure: BaseException | None = None
+        try:
+            exec(code, namespace)
+        except Exception as exc:
+            failure = exc
+        if failure is None:
+            # The test code's own flow decided which asserts ran (``try: f(bad);
+            # assert False / except E: pass`` runs none): each that ran counts,
+            # and a block that ran none passed by finishing.
+            for label, status, detail in records:
+                self.record(label, status, detail)
+            if not records:
+                self.record(f"block {index}", "pass")
+            return
+        # An exception outside any assert aborts the block: nothing in it counts.
+        detail = _describe(failure)
+        status = failure.reply.status if isinstance(failure, CandidateError) else "error"
+        count = max(len(records) + 1, static)
+        for label, _status, _detail in records:
+            self.record(label, "fail", "block aborted: " + detail)
+        self.record(f"block {index}", status, detail)
+        for _ in range(count - len(records) - 1):
+            self.record(f"block {index}", "fail", "assert not reached")
+
+    def _custom(self) -> None:
+        import io
+
+        namespace: dict[str, Any] = {"__name__": "grader"}
+        exec(compile(self.payload["script"], "<grader>", "exec"), namespace)
+        api = GraderAPI(self)
+        captured = io.StringIO()
+        with contextlib.redirect_stdout(captured):
+            result = namespace["grade"](api)
+        if isinstance(result, tuple) and len(result) == 2:
+            passed, total = int(result[0]), int(result[1])
+            if not 0 <= passed <= total:
+                raise ValueError(f"grade() returned an impossible ({passed}, {total})")
+            if not self.outcomes:
+                for i in range(total):
+                    self.record(f"check {i}", "pass" if i < passed else "fail")
+            else:
+                self.passed, self.total = passed, total
+        else:
+            value = float(result)
+            if math.isnan(value):
+                value = 0.0
+            self.reward = min(1.0, max(0.0, value))
+            if not self.outcomes:
+                self.record(
+                    "custom", "pass" if self.reward >= 1.0 else "fail", f"reward {self.reward}"
+                )
+
+
+class _Proxy:
+    """Stands for a candidate function inside trusted test code."""
+
+    def __init__(self, runner: Runner, name: str) -> None:
+        self._runner = runner
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        reply = self._runner.call(self._name, args, kwargs, mutable_args=True)
+        if reply.status == "ok":
+            return reply.value
+        raise _candidate_exception(reply)
+
+    def __repr__(self) -> str:
+        return f"<candidate {self._name}>"
+
+
+class GraderAPI:
+    """What a custom grader script's ``grade(api)`` gets."""
+
+    def __init__(self, grader: Grader) -> None:
+        self._grader = grader
+        self.source: str = grader.runner.source
+        self.seed: str = grader.seed
+        import random
+
+        self.random = random.Random(int(grader.seed, 16))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the candidate's ``name``; raises if it raised, hung or died."""
+        reply = self._grader.runner.call(name, args, kwargs, mutable_args=True)
+        if reply.status == "ok":
+            return reply.value
+        raise _candidate_exception(reply)
+
+    def run_program(self, stdin: str = "") -> tuple[str, int | None]:
+        """Run the candidate as a program; returns ``(stdout, exit code or None)``."""
+        reply = self._grader.runner.run_program(stdin)
+        exit_code = reply.value if reply.status == "ok" else None
+        return reply.stdout, exit_code
+
+    def record(self, name: str, ok: bool, detail: str = "") -> None:
+        """Add a per-test outcome (the reward still comes from ``grade``'s return)."""
+        self._grader.record(name, "pass" if ok else "fail", detail)
+
+
+def _rewrite_asserts(tree: Any) -> Any:
+    """``assert t, m`` -> record ``bool(t)`` (or the exception) and carry on."""
+    import ast
+
+    class Rewriter(ast.NodeTransformer):
+        def visit_Assert(self, node: ast.Assert) -> Any:
+            return _assert_to_check(ast, node)
+
+    return Rewriter().visit(tree)
+
+
+def _assert_to_check(ast: Any, node: Any) -> Any:
+    def check(ok: Any, exc: Any) -> Any:
+        func = ast.Name("__collimate_check__", ast.Load())
+        return ast.Expr(ast.Call(func, [ast.Constant(node.lineno), ok, exc], []))
+
+    ok_name = "__collimate_ok__"
+    truth = ast.Call(ast.Name("bool", ast.Load()), [node.test], [])
+    handler = ast.ExceptHandler(
+        ast.Name("Exception", ast.Load()),
+        "__collimate_exc__",
+        [check(ast.Constant(False), ast.Name("__collimate_exc__", ast.Load()))],
+    )
+    new = ast.Try(
+        [ast.Assign([ast.Name(ok_name, ast.Store())], truth)],
+        [handler],
+        [check(ast.Name(ok_name, ast.Load()), ast.Constant(None))],
+        [],
+    )
+    return ast.fix_missing_locations(ast.copy_location(new, node))
+
+
+def _reference(source: str, entry: str) -> Callable[[Any], Any]:
+    import ast
+    import random
+    import textwrap
+
+    namespace: dict[str, Any] = {"random": random, "__name__": "reference"}
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+        defined = [
+            node.name
+            for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+    except SyntaxError:
+        defined = []
+    for name in (entry, "reference", "ref"):
+        if name in defined:
+            exec(compile(textwrap.dedent(source), "<reference>", "exec"), namespace)
+            return namespace[name]  # type: ignore[no-any-return]
+    body = textwrap.indent(textwrap.dedent(source), "    ")
+    exec(compile(f"def _ref(x):\n{body}\n", "<reference>", "exec"), namespace)
+    return namespace["_ref"]  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- T: main
+
+
+def _read_and_unlink(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    return text
+
+
+def _emit(nonce: str, frame: dict[str, Any]) -> None:
+    line = f"\n{RESULT_PREFIX} {nonce} {json.dumps(frame, separators=(',', ':'))}\n"
+    data = line.encode("utf-8", "replace")
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+    while data:
+        try:
+            data = data[os.write(1, data) :]
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+
+
+def _own_source() -> str | None:
+    """The zygote's part of the running program (codec and child), or ``None``."""
+    path = globals().get("__file__")
+    if not sys.executable or not isinstance(path, str):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    head, marker, _ = text.partition("\n" + ZYGOTE_PART_END + "\n")
+    return head if marker and "def _zygote_main" in head else None
+
+
+def main(payload_path: str) -> None:
+    """Grade: start the zygote, read and unlink the payload, run, print the frame."""
+    started = time.monotonic()
+    _prctl(_PR_SET_DUMPABLE, 0)
+    source = _own_source()
+    zygote = _Zygote(source) if source else None
+    try:
+        payload = json.loads(_read_and_unlink(payload_path))
+    except (OSError, ValueError) as exc:
+        if zygote is not None:
+            zygote.close()
+        print(f"collimate harness: cannot read the payload: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None
+    code_file = os.environ.get("COLLIMATE_CODE_FILE")
+    if code_file:
+        with contextlib.suppress(OSError):
+            os.unlink(code_file)
+    seed = os.environ.get("COLLIMATE_SEED", "")
+    try:
+        int(seed, 16)
+    except ValueError:
+        seed = DEFAULT_SEED
+    frame: dict[str, Any] = {"v": FRAME_VERSION, "passed": 0, "total": 0, "tests": []}
+    if zygote is None:
+        # Fail closed: without a fresh interpreter the candidate could inherit secrets.
+        frame["error"] = "harness error: cannot start a fresh interpreter for the candidate"
+        frame["output_tail"] = ""
+        _emit(payload["nonce"], frame)
+        return
+    runner = Runner(zygote, payload, started + float(payload.get("budget_seconds", 25.0)))
+    grader = Grader(payload, runner, seed)
+    try:
+        grader.run()
+    except Exception as exc:
+        grader.error = "grader error: " + _describe(exc)
+    finally:
+        runner.close()
+        zygote.close()
+    frame.update(
+        passed=grader.passed,
+        total=grader.total,
+        tests=grader.outcomes,
+        output_tail=runner.tail.text(),
+    )
+    if grader.reward is not None:
+        frame["reward"] = grader.reward
+    if grader.error:
+        frame["error"] = grader.error
+    _emit(payload["nonce"], frame)

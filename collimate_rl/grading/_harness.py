@@ -1,0 +1,461 @@
+"""The in-sandbox grading harness, part 3: T's side of the process boundary.
+
+The program shipped as an exec's ``code`` is four stdlib-only parts joined
+into one file, ``_codec`` + ``_child`` | ``_harness`` + ``_grader``, followed
+by ``main(<payload path>)``; one data file holds the spec payload (JSON).
+Processes:
+
+``T`` (trusted)
+    the harness. It marks itself non-dumpable (``PR_SET_DUMPABLE 0``: no
+    /proc/<pid>/mem, fd or environ access by same-uid processes), starts ``Z``
+    *before* reading any secret, then reads the payload (tests, expected
+    values, reference, nonce, candidate source) into memory and unlinks it
+    and its own code file. It runs every comparison and all trusted test code
+    and prints exactly one result frame, ``COLLIMATE_RESULT <nonce> <json>``,
+    as the last thing it does.
+``Z`` (zygote)
+    a *fresh* interpreter (fork + exec of ``sys.executable -I -S``) that runs
+    only the first two parts, read from a pipe: it never shares memory with
+    the exec process, which may still hold the request. Its stdio is
+    /dev/null; it forks one ``C`` per request, handing it the socket and pipes
+    ``T`` passed over SCM_RIGHTS.
+``C`` (candidate)
+    keeps only its private request socket (fd 3) and capture pipes (fds 0/1/2),
+    so it can never write to the exec's stdout; loads the candidate and
+    answers calls. Results travel back as restricted-codec data that ``T``
+    decodes into fresh builtin objects, under a per-call timeout; a dead or
+    hung ``C`` is killed and the next test gets a fresh one.
+
+The candidate never runs in a process that has seen the payload, and nothing
+it prints reaches the exec's output except through the bounded tail in the
+frame. If ``T`` cannot start a fresh ``Z`` it refuses to grade (fail closed).
+"""
+
+from __future__ import annotations  # collimate: strip
+
+import builtins
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+from ._child import (  # collimate: strip
+    MAX_MESSAGE,
+    MAX_STDOUT,
+    TAIL_BYTES,
+    _frame,
+    _recv_exact,
+    _short,
+)
+from ._codec import CodecError, Unserializable, decode, encode  # collimate: strip
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+#: The shipped program is codec, child | harness, grader; Z runs the part before this line.
+ZYGOTE_PART_END = "# collimate: part harness"
+_ZYGOTE_BOOT = (
+    "import sys\n"
+    "exec(compile(sys.stdin.buffer.read().decode('utf-8'), '<collimate-zygote>', 'exec'))\n"
+)
+
+
+class _Zygote:
+    """T's handle on Z: a *fresh interpreter* (fork, then exec) running the child part.
+
+    Not a plain fork of T: a runtime may still hold the exec request, files
+    included, in the exec process's memory (the local node does, in its exec
+    child's frames), and a forked zygote would hand that to the candidate.
+    """
+
+    def __init__(self, source: str) -> None:
+        parent, child = socket.socketpair()
+        boot_r, boot_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(boot_r, 0)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.dup2(child.fileno(), 3)
+                os.set_inheritable(3, True)
+                os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
+            finally:
+                os._exit(127)
+        child.close()
+        os.close(boot_r)
+        with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
+            pipe.write((source + "\n_zygote_main(3)\n").encode("utf-8"))
+        self.pid = pid
+        self.ctl = parent
+        self.alive = True
+
+    def spawn(self, fds: list[int], timeout: float) -> int:
+        """Have Z fork a candidate process holding ``fds``; returns its pid."""
+        if not self.alive:
+            raise OSError("the zygote is gone")
+        try:
+            self.ctl.settimeout(max(0.05, min(timeout, 10.0)))
+            socket.send_fds(self.ctl, [b"S"], fds)
+            data = _recv_exact(self.ctl, 8)
+        except OSError:
+            self.alive = False
+            raise
+        if data is None:
+            self.alive = False
+            raise OSError("the zygote is gone")
+        return int(struct.unpack("!q", data)[0])
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ctl.close()
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, 0)
+
+
+# --------------------------------------------------------------------------- T: talking to C
+
+
+class _Tail:
+    """The last ``TAIL_BYTES`` of everything the candidate printed."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > 2 * TAIL_BYTES:
+            del self.data[: len(self.data) - TAIL_BYTES]
+
+    def text(self) -> str:
+        return bytes(self.data[-TAIL_BYTES:]).decode("utf-8", "replace")
+
+
+class Reply:
+    """What one request to the candidate produced."""
+
+    def __init__(
+        self,
+        status: str,
+        value: Any = None,
+        detail: str = "",
+        etype: str = "",
+        stdout: str = "",
+        args_after: list[Any] | None = None,
+    ) -> None:
+        self.status = status  # ok | error | timeout | crash
+        self.value = value
+        self.detail = detail
+        self.etype = etype
+        self.stdout = stdout
+        self.args_after = args_after
+
+
+class _Child:
+    """T's handle on one candidate process."""
+
+    def __init__(self, zygote: _Zygote, tail: _Tail, timeout: float) -> None:
+        self.tail = tail
+        self.sock, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe()
+        try:
+            self.pid = zygote.spawn([theirs.fileno(), out_w, err_w, in_r], timeout)
+        finally:
+            theirs.close()
+            for fd in (out_w, err_w, in_r):
+                os.close(fd)
+        self.fds: dict[str, int | None] = {"out": out_r, "err": err_r, "in": in_w}
+        for fd in (out_r, err_r, in_w):
+            os.set_blocking(fd, False)
+        self.sock.setblocking(False)
+        self.rbuf = bytearray()
+        self.stdout = bytearray()
+        self.collect = False
+        self.overflow = False
+        self.dead = False
+        self.next_id = 0
+
+    def _close_fd(self, name: str) -> None:
+        fd = self.fds.get(name)
+        if fd is not None:
+            self.fds[name] = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _drain(self, name: str) -> None:
+        fd = self.fds[name]
+        if fd is None:
+            return
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._close_fd(name)
+                return
+            self.tail.feed(chunk)
+            if name == "out" and self.collect:
+                if len(self.stdout) + len(chunk) > MAX_STDOUT:
+                    self.overflow = True
+                else:
+                    self.stdout += chunk
+
+    def request(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> Reply:
+        if self.dead:
+            return Reply("crash", detail="candidate process is gone")
+        self.next_id += 1
+        message = dict(message, id=self.next_id)
+        pending = {"sock": _frame(message), "in": stdin}
+        if not stdin:
+            self._close_fd("in")
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                return Reply("timeout", detail=f"no answer within {timeout:.3g}s")
+            if self.overflow:
+                self.kill()
+                return Reply("error", detail="output limit exceeded")
+            readers = [self.sock.fileno()] + [
+                fd for key in ("out", "err") if (fd := self.fds[key]) is not None
+            ]
+            writers = []
+            if pending["sock"]:
+                writers.append(self.sock.fileno())
+            if pending["in"] and self.fds["in"] is not None:
+                writers.append(self.fds["in"])
+            try:
+                rready, wready, _ = select.select(readers, writers, [], min(remaining, 1.0))
+            except InterruptedError:
+                continue
+            if self.sock.fileno() in wready:
+                try:
+                    sent = self.sock.send(pending["sock"][:262144])
+                    pending["sock"] = pending["sock"][sent:]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    return self._died()
+            if self.fds["in"] is not None and self.fds["in"] in wready:
+                try:
+                    written = os.write(self.fds["in"], pending["in"][:65536])
+                    pending["in"] = pending["in"][written:]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    pending["in"] = b""
+                if not pending["in"]:
+                    self._close_fd("in")
+            for key in ("out", "err"):
+                if self.fds[key] is not None and self.fds[key] in rready:
+                    self._drain(key)
+            if self.sock.fileno() in rready:
+                try:
+                    chunk = self.sock.recv(1 << 20)
+                except BlockingIOError:
+                    chunk = None
+                except OSError:
+                    chunk = b""
+                if chunk == b"":
+                    return self._died()
+                if chunk:
+                    self.rbuf += chunk
+                reply = self._parse()
+                if reply is not None:
+                    return reply
+
+    def _parse(self) -> Reply | None:
+        if len(self.rbuf) < 4:
+            return None
+        size = struct.unpack("!I", self.rbuf[:4])[0]
+        if size > MAX_MESSAGE:
+            self.kill()
+            return Reply("error", detail="answer too large")
+        if len(self.rbuf) < 4 + size:
+            return None
+        body = bytes(self.rbuf[4 : 4 + size])
+        del self.rbuf[: 4 + size]
+        self._drain("out")
+        self._drain("err")
+        try:
+            message = json.loads(body)
+            if type(message) is not dict or message.get("id") != self.next_id:
+                raise CodecError("answer out of sequence")
+            if message.get("ok") is True:
+                if "value" in message:
+                    after = decode(message["args_after"]) if "args_after" in message else None
+                    after = after if type(after) is list else None
+                    return Reply("ok", value=decode(message["value"]), args_after=after)
+                exit_code = message.get("exit", 0)
+                exit_code = exit_code if type(exit_code) is int else 1
+                detail = "" if exit_code == 0 else f"exit code {exit_code}"
+                return Reply("ok", value=exit_code, detail=detail)
+            etype = str(message.get("etype", ""))[:100]
+            return Reply("error", detail=_short(str(message.get("error", ""))), etype=etype)
+        except (CodecError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            self.kill()
+            return Reply("error", detail=_short(f"unreadable answer: {exc}"))
+
+    def _died(self) -> Reply:
+        self._drain("out")
+        self._drain("err")
+        self.kill()
+        return Reply("crash", detail="candidate process died")
+
+    def kill(self) -> None:
+        if not self.dead:
+            self.dead = True
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+        for key in ("out", "err", "in"):
+            self._close_fd(key)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _copy_back(originals: list[Any], after: list[Any]) -> None:
+    """Apply the candidate's in-place changes to the caller's own containers."""
+    if len(originals) != len(after):
+        return
+    for original, changed in zip(originals, after, strict=True):
+        if type(original) is not type(changed):
+            continue
+        if type(original) is list:
+            original[:] = changed
+        elif type(original) in (dict, set):
+            original.clear()
+            original.update(changed)
+
+
+class CandidateError(Exception):
+    """The candidate raised, timed out or died during a call made by test code."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.detail or reply.status)
+        self.reply = reply
+
+
+def _candidate_exception(reply: Reply) -> Exception:
+    # Re-raise as the same builtin exception class (built here, in T) so test
+    # code that expects e.g. ValueError still works; never BaseException-only kinds.
+    cls = getattr(builtins, reply.etype, None) if reply.status == "error" else None
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+        with contextlib.suppress(Exception):
+            exc = cls(reply.detail)
+            exc.__cause__ = CandidateError(reply)
+            return exc
+    return CandidateError(reply)
+
+
+class Runner:
+    """Runs the candidate in fresh processes from the zygote, under a deadline."""
+
+    def __init__(self, zygote: _Zygote, payload: dict[str, Any], deadline: float) -> None:
+        self.zygote = zygote
+        self.source: str = payload["source"]
+        self.prelude: str = payload.get("prelude", "")
+        self.module: str = payload.get("module", "candidate")
+        self.per_call: float = float(payload.get("per_test_timeout", 6.0))
+        self.deadline = deadline
+        self.tail = _Tail()
+        self.child: _Child | None = None
+        self.load_failure: Reply | None = None
+        self.pids: list[int] = []
+
+    def _timeout(self) -> float:
+        return min(self.per_call, self.deadline - time.monotonic())
+
+    def _spawn(self) -> _Child | Reply:
+        if self.deadline - time.monotonic() <= 0:
+            return Reply("timeout", detail="grading budget exhausted")
+        try:
+            child = _Child(self.zygote, self.tail, self.deadline - time.monotonic())
+        except OSError as exc:
+            return Reply("crash", detail=_short(f"could not start the candidate: {exc}"))
+        self.pids.append(child.pid)
+        return child
+
+    def _loaded_child(self) -> _Child | Reply:
+        if self.load_failure is not None:
+            return self.load_failure
+        if self.child is not None and not self.child.dead:
+            return self.child
+        child = self._spawn()
+        if isinstance(child, Reply):
+            return child
+        load = {"op": "load", "module": self.module, "source": self.source}
+        reply = child.request(dict(load, prelude=self.prelude), self._timeout())
+        if reply.status != "ok":
+            child.kill()
+            reply.detail = "loading the candidate failed: " + reply.detail
+            if reply.status != "timeout" or self.deadline > time.monotonic():
+                self.load_failure = reply
+            return reply
+        self.child = child
+        return child
+
+    def call(
+        self,
+        entry: str,
+        args: Any,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        mutable_args: bool = False,
+    ) -> Reply:
+        """Call ``entry(*args, **kwargs)`` in the candidate; the value arrives decoded.
+
+        With ``mutable_args``, list, dict and set arguments get the candidate's
+        in-place changes copied back (as plain data) after a successful call.
+        """
+        child = self._loaded_child()
+        if isinstance(child, Reply):
+            return child
+        try:
+            data = {"args": encode(list(args)), "kwargs": encode(dict(kwargs or {}))}
+        except Unserializable as exc:
+            return Reply("error", detail=_short(f"cannot send the arguments: {exc}"))
+        request = dict(data, op="call", entry=entry, return_args=mutable_args)
+        reply = child.request(request, self._timeout())
+        if reply.status in ("timeout", "crash"):
+            child.kill()
+        if mutable_args and reply.status == "ok" and reply.args_after is not None:
+            _copy_back(list(args), reply.args_after)
+        return reply
+
+    def run_program(self, stdin: str) -> Reply:
+        """Run the candidate as ``__main__`` in a fresh process; ``value`` is the exit code."""
+        child = self._spawn()
+        if isinstance(child, Reply):
+            return child
+        child.collect = True
+        request = {"op": "run", "source": self.source, "prelude": self.prelude}
+        reply = child.request(request, self._timeout(), stdin=stdin.encode("utf-8"))
+        if child.overflow and reply.status == "ok":
+            reply = Reply("error", detail="output limit exceeded")
+        reply.stdout = bytes(child.stdout).decode("utf-8", "replace")
+        child.kill()
+        return reply
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.kill()
+        for pid in self.pids:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)

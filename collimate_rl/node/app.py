@@ -1,0 +1,290 @@
+"""The node's ASGI app: the daemon contract's routes plus the fork extension.
+
+Routes (all JSON; errors are ``{error, error_code}``):
+
+=======  ============================  =====  ==========================================
+GET      /v1/health, /health           200
+GET      /v1/sessions                  200    list of SessionInfo
+POST     /v1/sessions                  201    400, 404 no_template, 503 at_capacity/draining
+GET      /v1/sessions/{id}             200    404 no_such_session
+DELETE   /v1/sessions/{id}             200    404 (``deleted: false``)
+POST     /v1/sessions/{id}/exec        200    400, 404, 410 session_gone, 503
+POST     /v1/sessions/{id}/fork        201    404, 409 session_busy, 410, 503
+POST     /v1/exec, /exec               200    400, 404 no_template, 503
+=======  ============================  =====  ==========================================
+
+Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
+``payload_too_large``, 500 ``internal_error`` (a short message, never a
+traceback). Request bodies are read as JSON whatever their ``Content-Type``.
+
+The fork extension (not in the daemon contract): ``POST /v1/sessions/{id}/fork``
+with ``{"count": 1..256}`` (default 1) copy-on-write forks an idle session and
+answers 201 ``{"parent": id, "children": [{"id", "session_id", "template_id",
+"fork_time_ms", "create_time_ms"}, ...]}`` (``id`` == ``session_id``; the
+times are the whole fork call's). Children see the parent's files as of the
+fork; later writes are private. All or nothing; a session with an exec
+running answers 409 ``session_busy``; children count against the session cap.
+
+>>> from collimate_rl.node.runtime.base import Isolation
+>>> class NoRuntime:
+...     isolation = Isolation.NONE
+...     def templates(self) -> list[str]:
+...         return ["python3"]
+>>> app = create_app(NoRuntime())  # type: ignore[arg-type]
+>>> sorted(app.openapi()["paths"])  # doctest: +NORMALIZE_WHITESPACE
+['/v1/exec', '/v1/health', '/v1/sessions', '/v1/sessions/{session_id}',
+ '/v1/sessions/{session_id}/exec', '/v1/sessions/{session_id}/fork']
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from collimate_rl import __version__
+from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.errors import (
+    CatchAllMiddleware,
+    error_response,
+    install_error_handlers,
+)
+from collimate_rl.node.models import (
+    CreateSessionRequest,
+    CreateSessionResponse,
+    DeleteResponse,
+    ErrorResponse,
+    ExecRequest,
+    ExecResponse,
+    ForkRequest,
+    ForkResponse,
+    HealthResponse,
+    OneShotExecRequest,
+    SessionInfo,
+)
+from collimate_rl.node.runtime.base import Runtime
+
+__all__ = ["BodyLimitMiddleware", "JsonBodyMiddleware", "create_app"]
+
+
+def _node(request: Request) -> Node:
+    node: Node = request.app.state.node
+    return node
+
+
+NodeDep = Annotated[Node, Depends(_node)]
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": ErrorResponse} for code in codes}
+
+
+router = APIRouter()
+
+
+@router.get("/v1/health", response_model=HealthResponse, tags=["node"])
+@router.get("/health", response_model=HealthResponse, include_in_schema=False)
+async def health(node: NodeDep) -> JSONResponse:
+    """Status, counts, templates, version and the isolation in force."""
+    return JSONResponse(node.health())
+
+
+@router.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])
+async def list_sessions(node: NodeDep) -> JSONResponse:
+    """Every live session."""
+    return JSONResponse([rec.info() for rec in node.sessions.records()])
+
+
+@router.post(
+    "/v1/sessions",
+    status_code=201,
+    response_model=CreateSessionResponse,
+    responses=_errors(400, 404, 503),
+    tags=["sessions"],
+)
+async def create_session(req: CreateSessionRequest, node: NodeDep) -> JSONResponse:
+    """Create a session from a template (usually a warm-pool hit)."""
+    return JSONResponse(await node.create_session(req), status_code=201)
+
+
+@router.get(
+    "/v1/sessions/{session_id}",
+    response_model=SessionInfo,
+    responses=_errors(404),
+    tags=["sessions"],
+)
+async def get_session(session_id: str, node: NodeDep) -> JSONResponse:
+    """One session's info."""
+    return JSONResponse(node.sessions.get(session_id).info())
+
+
+@router.delete(
+    "/v1/sessions/{session_id}",
+    response_model=DeleteResponse,
+    responses={404: {"model": DeleteResponse}},
+    tags=["sessions"],
+)
+async def delete_session(session_id: str, node: NodeDep) -> JSONResponse:
+    """Destroy a session and every process in it."""
+    if await node.sessions.delete(session_id):
+        return JSONResponse({"deleted": True, "session_id": session_id})
+    return error_response(
+        "no_such_session",
+        f"no session {session_id!r}",
+        extra={"deleted": False, "session_id": session_id},
+    )
+
+
+@router.post(
+    "/v1/sessions/{session_id}/exec",
+    response_model=ExecResponse,
+    responses=_errors(400, 404, 410, 500, 503),
+    tags=["exec"],
+)
+async def exec_in_session(session_id: str, req: ExecRequest, node: NodeDep) -> JSONResponse:
+    """Run a command, argv list or code in a session (files written first)."""
+    return JSONResponse(await node.exec_in_session(session_id, req))
+
+
+@router.post(
+    "/v1/sessions/{session_id}/fork",
+    status_code=201,
+    response_model=ForkResponse,
+    responses=_errors(400, 404, 409, 410, 503),
+    tags=["sessions"],
+)
+async def fork_session(
+    session_id: str, node: NodeDep, req: Annotated[ForkRequest | None, Body()] = None
+) -> JSONResponse:
+    """Copy-on-write fork of an idle session into ``count`` children (local-node extension)."""
+    count = req.count if req is not None else 1
+    return JSONResponse(await node.fork(session_id, count), status_code=201)
+
+
+@router.post(
+    "/v1/exec",
+    response_model=ExecResponse,
+    responses=_errors(400, 404, 410, 500, 503),
+    tags=["exec"],
+)
+@router.post("/exec", response_model=ExecResponse, include_in_schema=False)
+async def exec_once(req: OneShotExecRequest, node: NodeDep) -> JSONResponse:
+    """One-shot exec: create a session, run, and always delete it."""
+    return JSONResponse(await node.exec_once(req))
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies whose declared length exceeds the limit (413 ``payload_too_large``)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"content-length":
+                    try:
+                        too_big = int(value) > self.max_body_bytes
+                    except ValueError:
+                        too_big = False
+                    if too_big:
+                        response = error_response(
+                            "payload_too_large",
+                            f"request body over {self.max_body_bytes} bytes",
+                        )
+                        await response(scope, receive, send)
+                        return
+        await self.app(scope, receive, send)
+
+
+class JsonBodyMiddleware:
+    """Read every request body as JSON, whatever its ``Content-Type`` says.
+
+    The contract's clients always send ``application/json``; this keeps a
+    hand-typed ``curl -d '{...}'`` (form-encoded by default) working too.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
+            headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"content-type"]
+            headers.append((b"content-type", b"application/json"))
+            scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)
+
+
+def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """FastAPI documents 422 for validation errors; this node answers 400."""
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            schemas = schema.get("components", {}).get("schemas", {})
+            schemas.pop("HTTPValidationError", None)
+            schemas.pop("ValidationError", None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return build
+
+
+def create_app(
+    runtime: Runtime, config: NodeConfig | None = None, *, manage_lifecycle: bool = True
+) -> FastAPI:
+    """Build the node's ASGI app around ``runtime``.
+
+    ``app.state.node`` is the :class:`Node`. With ``manage_lifecycle`` the
+    app's lifespan starts it (runtime, warm pool, reaper) and closes
+    everything on shutdown; without, the caller does (as :func:`serve` does,
+    so a failed start is reported before anything listens).
+
+    Args:
+        runtime: the sandbox runtime (not yet started).
+        config: the node's tunables.
+        manage_lifecycle: start and close the node in the ASGI lifespan.
+    """
+    node = Node(runtime, config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not manage_lifecycle:
+            yield
+            return
+        try:
+            await node.start()
+            yield
+        finally:
+            await node.close()
+
+    app = FastAPI(
+        title="collimate-rl node",
+        version=__version__,
+        description="The local sandbox node: the Collimate daemon contract over HTTP.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.node = node
+    install_error_handlers(app)
+    app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(JsonBodyMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
+    app.include_router(router)
+    app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]
+    return app

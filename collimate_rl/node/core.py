@@ -1,0 +1,307 @@
+"""The node's state and its operations, independent of HTTP routing.
+
+:class:`Node` ties a :class:`~collimate_rl.node.runtime.base.Runtime` to the
+session registry, the admission gate and the drain state. The routers in
+:mod:`collimate_rl.node.app` only translate HTTP to these calls.
+
+>>> NodeConfig().max_inflight >= 1
+True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from collimate_rl import __version__
+from collimate_rl.node.admission import Admission, AtCapacity
+from collimate_rl.node.errors import NodeError, one_line
+from collimate_rl.node.models import CreateSessionRequest, ExecRequest, OneShotExecRequest
+from collimate_rl.node.runtime.base import (
+    ExecOutcome,
+    ExecSpec,
+    Runtime,
+    RuntimeError_,
+    SessionLost,
+)
+from collimate_rl.node.sessions import SessionRecord, SessionRegistry
+
+__all__ = ["Node", "NodeConfig", "NodeState", "build_exec_spec", "check_egress"]
+
+logger = logging.getLogger("collimate_rl.node")
+
+
+def _default_inflight() -> int:
+    return max(2, os.cpu_count() or 2)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Tunables of one node (the ``serve`` flags).
+
+    Attributes:
+        max_inflight: execs running at once.
+        queue: execs allowed to wait for a slot; past that, ``at_capacity``.
+        max_sessions: live sessions allowed; past that, ``at_capacity``.
+        session_ttl: idle seconds before a session is reaped (``None``: never).
+        pool_size: warm sessions kept ready per template.
+        drain_timeout: seconds a drain waits for in-flight work.
+        max_body_bytes: largest request body accepted (else 413).
+    """
+
+    max_inflight: int = _default_inflight()
+    queue: int = 64
+    max_sessions: int = 256
+    session_ttl: float | None = 600.0
+    pool_size: int = 2
+    drain_timeout: float = 30.0
+    max_body_bytes: int = 64 << 20
+
+
+class NodeState(str, enum.Enum):
+    """Where a node is in its life."""
+
+    NEW = "new"
+    RUNNING = "running"
+    DRAINING = "draining"
+    CLOSED = "closed"
+
+
+def check_egress(egress: dict[str, Any] | None) -> None:
+    """Accept only policies a network-less sandbox already satisfies."""
+    if egress is None or egress == {"mode": "none"}:
+        return
+    raise NodeError(
+        "bad_request",
+        'template is vsock-only: local sandboxes have no network; omit egress or send {"mode": "none"}',
+    )
+
+
+def build_exec_spec(req: ExecRequest) -> ExecSpec:
+    """Translate a validated request into the runtime's :class:`ExecSpec`.
+
+    Precedence is command > commands > code; a fresh seed is drawn when none
+    was given.
+
+    >>> spec = build_exec_spec(ExecRequest(command="true", code="print(1)"))
+    >>> spec.command, spec.code, len(spec.seed)
+    ('true', None, 64)
+    """
+    files = tuple((f.path, f.content.encode("utf-8")) for f in req.files or ())
+    seed = req.seed or secrets.token_hex(32)
+    common: dict[str, Any] = {
+        "seed": seed,
+        "timeout_seconds": float(req.timeout_seconds),
+        "files": files,
+    }
+    if req.command is not None:
+        return ExecSpec(command=req.command, **common)
+    if req.commands is not None:
+        return ExecSpec(commands=tuple(tuple(argv) for argv in req.commands), **common)
+    if req.code is not None:
+        return ExecSpec(code=req.code, **common)
+    raise NodeError("bad_request", "one of command/code/commands is required")
+
+
+def _ms_since(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+def _exec_body(
+    outcome: ExecOutcome, seed: str, *, fork_ms: float, start: float, request_id: str
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "stdout": outcome.output.decode("utf-8", errors="replace"),
+        "stderr": "",
+        "exit_code": outcome.exit_code,
+        "fork_time_ms": fork_ms,
+        "exec_time_ms": round(outcome.exec_time_ms, 3),
+        "total_time_ms": _ms_since(start),
+        "seed": seed,
+        "seed_ack": outcome.seed_ack,
+        "id": request_id,
+    }
+    if outcome.truncated:
+        body["truncated"] = True
+    return body
+
+
+class Node:
+    """One sandbox node: runtime, sessions, admission and drain state.
+
+    Args:
+        runtime: the sandbox runtime; :meth:`start` starts it, :meth:`close`
+            closes it.
+        config: the node's tunables.
+    """
+
+    def __init__(self, runtime: Runtime, config: NodeConfig | None = None) -> None:
+        self.runtime = runtime
+        self.config = config or NodeConfig()
+        self.sessions = SessionRegistry(
+            runtime,
+            max_sessions=self.config.max_sessions,
+            ttl_seconds=self.config.session_ttl,
+            pool_size=self.config.pool_size,
+        )
+        self.admission = Admission(self.config.max_inflight, self.config.queue)
+        self.state = NodeState.NEW
+        self._busy = 0
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the runtime, the reaper and the warm pool."""
+        await self.runtime.start()
+        await self.sessions.start()
+        self.state = NodeState.RUNNING
+
+    async def close(self) -> None:
+        """Destroy every session and close the runtime. Idempotent."""
+        if self.state is NodeState.CLOSED:
+            return
+        self.state = NodeState.CLOSED
+        try:
+            await self.sessions.close()
+        finally:
+            await self.runtime.close()
+
+    def begin_drain(self) -> None:
+        """Refuse new work from now on; in-flight work carries on."""
+        if self.state is NodeState.RUNNING or self.state is NodeState.NEW:
+            logger.info("draining: refusing new work")
+            self.state = NodeState.DRAINING
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running, queued, creating or forking."""
+        return self._busy == 0 and self.admission.running == 0 and self.admission.queued == 0
+
+    async def wait_drained(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) for in-flight work; ``True`` if it all finished."""
+        deadline = time.monotonic() + timeout
+        while not self.idle:
+            if time.monotonic() >= deadline:
+                logger.warning("drain timeout after %.1fs; stopping with work in flight", timeout)
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def _refuse_if_draining(self) -> None:
+        if self.state is not NodeState.RUNNING:
+            raise NodeError("draining", "node is draining; send new work to another node")
+
+    @contextlib.asynccontextmanager
+    async def _work(self) -> AsyncIterator[None]:
+        self._refuse_if_draining()
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+
+    @contextlib.asynccontextmanager
+    async def _admitted(self) -> AsyncIterator[None]:
+        self._refuse_if_draining()
+        try:
+            self.admission.check()  # no await between this check and the slot's own
+        except AtCapacity as exc:
+            raise NodeError("at_capacity", str(exc)) from exc
+        async with self.admission.slot():
+            yield
+
+    # -- operations ------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """The ``/v1/health`` body."""
+        isolation = getattr(self.runtime, "isolation", "unknown")
+        return {
+            "status": "ok" if self.state is NodeState.RUNNING else "draining",
+            "sessions": len(self.sessions),
+            "running": self.admission.running,
+            "max_inflight": self.admission.max_inflight,
+            "queued": self.admission.queued,
+            "templates": list(self.runtime.templates()),
+            "version": __version__,
+            "isolation": str(getattr(isolation, "value", isolation)),
+        }
+
+    async def create_session(self, req: CreateSessionRequest) -> dict[str, Any]:
+        """Create a session (a warm-pool hit when one is ready)."""
+        async with self._work():
+            check_egress(req.egress)
+            rec, fork_ms, create_ms = await self.sessions.create(req.template_id)
+        return {
+            "session_id": rec.session_id,
+            "template_id": rec.template_id,
+            "fork_time_ms": fork_ms,
+            "create_time_ms": create_ms,
+        }
+
+    async def fork(self, session_id: str, count: int) -> dict[str, Any]:
+        """Fork a quiescent session into ``count`` children."""
+        async with self._work():
+            children, fork_ms = await self.sessions.fork(session_id, count)
+        return {
+            "parent": session_id,
+            "children": [
+                {
+                    "id": child.session_id,
+                    "session_id": child.session_id,
+                    "template_id": child.template_id,
+                    "fork_time_ms": fork_ms,
+                    "create_time_ms": fork_ms,
+                }
+                for child in children
+            ],
+        }
+
+    async def exec_in_session(self, session_id: str, req: ExecRequest) -> dict[str, Any]:
+        """Run one exec in an existing session."""
+        start = time.perf_counter()
+        request_id = f"req_{secrets.token_hex(8)}"
+        self._refuse_if_draining()
+        spec = build_exec_spec(req)
+        self.sessions.get(session_id)  # 404 before queueing
+        async with self._admitted(), self.sessions.using(session_id) as rec:
+            outcome = await self._run(rec, spec)
+        return _exec_body(outcome, spec.seed, fork_ms=0.0, start=start, request_id=request_id)
+
+    async def exec_once(self, req: OneShotExecRequest) -> dict[str, Any]:
+        """Create a session, exec once, and always delete it."""
+        start = time.perf_counter()
+        request_id = f"req_{secrets.token_hex(8)}"
+        self._refuse_if_draining()
+        spec = build_exec_spec(req)
+        check_egress(req.egress)
+        self.sessions.check_template(req.template_id)
+        async with self._admitted():
+            rec, fork_ms, _ = await self.sessions.create(req.template_id)
+            try:
+                async with self.sessions.using(rec.session_id):
+                    outcome = await self._run(rec, spec)
+            finally:
+                await self.sessions.delete(rec.session_id)
+        return _exec_body(outcome, spec.seed, fork_ms=fork_ms, start=start, request_id=request_id)
+
+    async def _run(self, rec: SessionRecord, spec: ExecSpec) -> ExecOutcome:
+        try:
+            return await rec.handle.exec(spec)
+        except SessionLost as exc:
+            await self.sessions.discard(rec.session_id)
+            raise NodeError(
+                "session_gone",
+                f"session {rec.session_id!r} is gone (deleted, reaped or its sandbox died)",
+            ) from exc
+        except RuntimeError_ as exc:
+            raise NodeError("internal_error", f"exec failed: {one_line(exc)}") from exc
+        except ValueError as exc:  # the runtime refused the spec (e.g. a file path)
+            raise NodeError("bad_request", one_line(exc, limit=300)) from exc

@@ -1,0 +1,217 @@
+"""Wire models of the node's HTTP API (the daemon contract, section 1.3).
+
+Requests are validated here, at the boundary; the handlers never see an
+unchecked dict. Unknown request keys are ignored so newer clients keep
+working against an older node.
+
+>>> req = ExecRequest.model_validate({"code": "print(1)", "seed": "AB" * 32})
+>>> req.timeout_seconds, req.seed == "ab" * 32
+(30, True)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MAX_FORK_COUNT",
+    "MAX_TIMEOUT_SECONDS",
+    "CreateSessionRequest",
+    "CreateSessionResponse",
+    "DeleteResponse",
+    "ErrorResponse",
+    "ExecRequest",
+    "ExecResponse",
+    "FileSpec",
+    "ForkChild",
+    "ForkRequest",
+    "ForkResponse",
+    "HealthResponse",
+    "OneShotExecRequest",
+    "SessionInfo",
+]
+
+#: The daemon's cap on ``timeout_seconds``.
+MAX_TIMEOUT_SECONDS: Final = 3600
+#: Largest fan-out of one ``POST /v1/sessions/{id}/fork``.
+MAX_FORK_COUNT: Final = 256
+
+_SEED_RE: Final = re.compile(r"[0-9a-fA-F]{64}")
+_SEED_PATTERN: Final = r"^[0-9a-fA-F]{64}$"
+
+
+def _check_seed(value: str | None) -> str | None:
+    # A plain function (not ``pattern=``) so the error type is ours and the
+    # error handler can answer ``invalid_seed`` instead of ``bad_request``.
+    if value is None:
+        return None
+    if not _SEED_RE.fullmatch(value):
+        raise ValueError("seed must be exactly 64 hex characters (32 bytes)")
+    return value.lower()
+
+
+Seed = Annotated[
+    str | None,
+    AfterValidator(_check_seed),
+    Field(
+        description="32 bytes as 64 hex characters; drawn fresh when omitted.",
+        json_schema_extra={"pattern": _SEED_PATTERN},
+    ),
+]
+
+Egress = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description=(
+            "Egress policy. Local sandboxes have no network, so only "
+            '``null`` or ``{"mode": "none"}`` is accepted.'
+        ),
+    ),
+]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileSpec(_Request):
+    """A text file written into the sandbox before the exec runs (byte-exact UTF-8)."""
+
+    path: str = Field(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")
+    content: str
+
+
+class CreateSessionRequest(_Request):
+    """``POST /v1/sessions``."""
+
+    template_id: str = Field(min_length=1, max_length=256)
+    egress: Egress = None
+
+
+class ExecRequest(_Request):
+    """``POST /v1/sessions/{id}/exec`` (``template_id``/``egress`` are ignored there).
+
+    Precedence when several are given: ``command`` > ``commands`` > ``code``.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "anyOf": [
+                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
+                for key in ("command", "commands", "code")
+            ]
+        },
+    )
+
+    timeout_seconds: int = Field(default=30, ge=1, le=MAX_TIMEOUT_SECONDS)
+    template_id: str | None = Field(default=None, min_length=1, max_length=256)
+    command: str | None = None
+    code: str | None = None
+    commands: list[Annotated[list[str], Field(min_length=1)]] | None = Field(
+        default=None, min_length=1
+    )
+    files: list[FileSpec] | None = None
+    seed: Seed = None
+    egress: Egress = None
+
+
+class OneShotExecRequest(ExecRequest):
+    """``POST /v1/exec``: like :class:`ExecRequest` but ``template_id`` is required."""
+
+    template_id: str = Field(min_length=1, max_length=256)
+
+
+class ForkRequest(_Request):
+    """``POST /v1/sessions/{id}/fork`` (a local-node extension)."""
+
+    count: int = Field(default=1, ge=1, le=MAX_FORK_COUNT)
+
+
+class HealthResponse(_Response):
+    """``GET /v1/health``."""
+
+    status: Literal["ok", "draining"]
+    sessions: int
+    running: int
+    max_inflight: int
+    queued: int
+    templates: list[str]
+    version: str
+    isolation: str
+
+
+class SessionInfo(_Response):
+    """One session, as listed by ``GET /v1/sessions``."""
+
+    session_id: str
+    template_id: str
+    age_secs: float
+    idle_secs: float
+    exec_count: int
+
+
+class CreateSessionResponse(_Response):
+    """``POST /v1/sessions`` (201). ``fork_time_ms`` is ~0 on a warm-pool hit."""
+
+    session_id: str
+    template_id: str
+    fork_time_ms: float
+    create_time_ms: float
+
+
+class ExecResponse(_Response):
+    """An exec's result. Output is merged into ``stdout``; ``stderr`` is always empty."""
+
+    stdout: str
+    stderr: str = ""
+    exit_code: int
+    fork_time_ms: float
+    exec_time_ms: float
+    total_time_ms: float
+    seed: str
+    seed_ack: str
+    id: str
+    truncated: bool | None = Field(
+        default=None, description="Present (true) only when the output hit the cap."
+    )
+
+
+class DeleteResponse(_Response):
+    """``DELETE /v1/sessions/{id}``; the 404 form adds ``error``/``error_code``."""
+
+    deleted: bool
+    session_id: str
+    error: str | None = None
+    error_code: str | None = None
+
+
+class ForkChild(_Response):
+    """One child of a fork; ``id`` and ``session_id`` are the same."""
+
+    id: str
+    session_id: str
+    template_id: str
+    fork_time_ms: float
+    create_time_ms: float
+
+
+class ForkResponse(_Response):
+    """``POST /v1/sessions/{id}/fork`` (201)."""
+
+    parent: str
+    children: list[ForkChild]
+
+
+class ErrorResponse(_Response):
+    """The contract's error envelope."""
+
+    error: str
+    error_code: str

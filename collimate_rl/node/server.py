@@ -1,0 +1,374 @@
+"""Serving the node: uvicorn over TCP or a unix socket, drain on SIGTERM, clean stop.
+
+On the first SIGTERM or SIGINT the node drains: ``/v1/health`` says
+``draining``, new creates/execs/forks get 503 ``draining``, in-flight work
+finishes (bounded by ``drain_timeout``), then the server stops, every session
+and the runtime are closed and the socket file is removed. A second signal
+stops waiting for in-flight work (cleanup still runs).
+
+>>> args = build_parser().parse_args(["--socket", "/tmp/n.sock", "--isolation", "none"])
+>>> args.socket, args.isolation, args.max_sessions
+('/tmp/n.sock', 'none', 256)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Final
+
+import uvicorn
+
+from collimate_rl.node.app import create_app
+from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.runtime.base import Runtime, RuntimeError_
+
+__all__ = [
+    "SOCKET_MODE",
+    "NodeServer",
+    "bind_tcp_socket",
+    "bind_unix_socket",
+    "build_parser",
+    "config_from_args",
+    "main",
+    "make_runtime",
+    "run_from_args",
+    "serve",
+]
+
+logger = logging.getLogger("collimate_rl.node")
+
+#: Mode of the unix socket file: owner and group may connect, nobody else.
+SOCKET_MODE: Final = 0o660
+
+RuntimeFactory = Callable[..., Runtime]
+
+
+def bind_unix_socket(path: str | os.PathLike[str], mode: int = SOCKET_MODE) -> socket.socket:
+    """Bind and listen on a unix socket at ``path`` with file mode ``mode``.
+
+    A stale socket file (nobody listening) is replaced; a live one is an error.
+    """
+    path = os.fspath(path)
+    if os.path.exists(path):
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            raise FileExistsError(f"{path} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # stale: left by a node that died
+        else:
+            raise OSError(f"another node is already listening on {path}")
+        finally:
+            probe.close()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o777 & ~mode)  # never world-connectable, not even briefly
+    try:
+        sock.bind(path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, mode)
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def bind_tcp_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """Bind and listen on ``host:port`` (0 picks a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=1024, reuse_port=False)
+    sock.setblocking(False)
+    return sock
+
+
+class NodeServer(uvicorn.Server):
+    """A uvicorn server whose SIGTERM/SIGINT drains the node before stopping.
+
+    Args:
+        config: the uvicorn config (its ``app`` is the node's app).
+        node: the node to drain.
+    """
+
+    def __init__(self, config: uvicorn.Config, node: Node) -> None:
+        super().__init__(config)
+        self.node = node
+        self.signals_seen = 0
+        self._drain_task: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Deliberately not recorded in ``_captured_signals``: uvicorn would
+        # re-raise it after shutdown and the process would die of SIGTERM
+        # instead of exiting 0 after a clean drain.
+        self.signals_seen += 1
+        if self.signals_seen > 1:
+            self.should_exit = True
+
+    def request_drain(self) -> None:
+        """Start draining as if SIGTERM had arrived (thread-safe enough: a flag)."""
+        self.signals_seen = max(self.signals_seen, 1)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.signals_seen and self._drain_task is None:
+            self._drain_task = asyncio.create_task(self._drain(), name="node-drain")
+        return await super().on_tick(counter)
+
+    async def _drain(self) -> None:
+        self.node.begin_drain()
+        await self.node.wait_drained(self.node.config.drain_timeout)
+        self.should_exit = True
+
+
+def make_runtime(
+    isolation: str | None = None,
+    *,
+    state_dir: Path | None = None,
+    factory: str | RuntimeFactory | None = None,
+) -> Runtime:
+    """Build the runtime: ``factory`` (a callable or ``"module:callable"``) or the real one.
+
+    ``isolation`` ``None``/``"auto"`` means bwrap on Linux.
+    """
+    if isolation == "auto":
+        isolation = None
+    if isinstance(factory, str):
+        module_name, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module_name), attr or "create_runtime")
+    if factory is None:
+        try:
+            # Imported by name: the runtime package is optional at type-check time.
+            runtime_pkg = importlib.import_module("collimate_rl.node.runtime")
+            factory = runtime_pkg.create_runtime
+        except (ImportError, AttributeError) as exc:  # pragma: no cover - install-dependent
+            raise RuntimeError(
+                "the sandbox runtime is not available; install the `node` extra"
+            ) from exc
+    if not callable(factory):
+        raise TypeError(f"runtime factory {factory!r} is not callable")
+    runtime: Runtime = factory(isolation, state_dir=state_dir)
+    return runtime
+
+
+_early_stop: list[int] = []
+
+
+def _note_early_signal(sig: int, frame: FrameType | None) -> None:
+    _early_stop.append(sig)
+
+
+async def _serve_async(
+    runtime: Runtime, sock: socket.socket, where: str, config: NodeConfig, log_level: str
+) -> None:
+    app = create_app(runtime, config, manage_lifecycle=False)
+    node: Node = app.state.node
+    try:
+        # Fails here, before anything is served, if the runtime cannot start.
+        # A signal noted during start-up (see run_from_args) stops it cleanly.
+        await node.start()
+        if _early_stop:
+            logger.info("stop requested during start-up; closing")
+            return
+        uv_config = uvicorn.Config(
+            app,
+            lifespan="off",
+            log_level=log_level,
+            access_log=log_level == "debug",
+            timeout_graceful_shutdown=2,  # the drain already waited for in-flight work
+            timeout_keep_alive=30,
+            server_header=False,
+        )
+        server = NodeServer(uv_config, node)
+        isolation = getattr(runtime.isolation, "value", runtime.isolation)
+        logger.info("collimate node serving on %s (isolation: %s)", where, isolation)
+        await server.serve(sockets=[sock])
+    finally:
+        await node.close()
+
+
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    socket_path: str | os.PathLike[str] | None = None,
+    isolation: str | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
+    config: NodeConfig | None = None,
+    runtime: Runtime | None = None,
+    runtime_factory: str | RuntimeFactory | None = None,
+    log_level: str = "info",
+) -> None:
+    """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
+
+    Args:
+        host: TCP host (ignored with ``socket_path``).
+        port: TCP port (ignored with ``socket_path``).
+        socket_path: serve on this unix socket instead of TCP (removed on stop).
+        isolation: ``"auto"``/``None`` (bwrap on Linux), ``"bwrap"`` or ``"none"``.
+        state_dir: where the runtime keeps session folders.
+        config: the node's tunables.
+        runtime: a ready-made runtime (overrides ``isolation``/``runtime_factory``).
+        runtime_factory: a callable or ``"module:callable"`` building the runtime.
+        log_level: uvicorn's log level.
+
+    Example (blocks, so not run here)::
+
+        serve(socket_path="/run/collimate-session/serve.sock", isolation="auto")
+    """
+    config = config or NodeConfig()
+    sock = bind_unix_socket(socket_path) if socket_path is not None else bind_tcp_socket(host, port)
+    where = (
+        f"unix:{os.fspath(socket_path)}"
+        if socket_path is not None
+        else "http://{}:{}".format(*sock.getsockname()[:2])
+    )
+    try:
+        if runtime is None:
+            runtime = make_runtime(
+                isolation,
+                state_dir=Path(state_dir) if state_dir is not None else None,
+                factory=runtime_factory,
+            )
+        asyncio.run(_serve_async(runtime, sock, where, config, log_level))
+    finally:
+        sock.close()
+        if socket_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(socket_path)
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The ``serve`` flags, on a new parser or added to ``parser`` (for a subcommand)."""
+    defaults = NodeConfig()
+    p = parser or argparse.ArgumentParser(
+        prog="collimate serve", description="Run the local collimate sandbox node."
+    )
+    p.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.add_argument("--socket", default=None, help="serve on this unix socket instead of TCP")
+    p.add_argument(
+        "--isolation",
+        choices=("auto", "bwrap", "none"),
+        default="auto",
+        help="sandbox driver; auto = bwrap on Linux, none = NO isolation (dev only)",
+    )
+    p.add_argument(
+        "--state-dir", default=None, help="folder for session state (default: a temp folder)"
+    )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=defaults.max_inflight,
+        help="execs running at once (default: CPU count, at least 2)",
+    )
+    p.add_argument(
+        "--queue",
+        type=int,
+        default=defaults.queue,
+        help=f"execs that may wait for a slot; past that, 503 at_capacity (default {defaults.queue})",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=defaults.max_sessions,
+        help=f"live sessions allowed, warm pool not counted (default {defaults.max_sessions})",
+    )
+    p.add_argument(
+        "--session-ttl",
+        type=float,
+        default=defaults.session_ttl,
+        help=f"idle seconds before a session is reaped, 0 = never (default {defaults.session_ttl:g})",
+    )
+    p.add_argument(
+        "--pool-size",
+        type=int,
+        default=defaults.pool_size,
+        help=f"warm sessions kept ready per template (default {defaults.pool_size})",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=defaults.drain_timeout,
+        help=f"seconds SIGTERM waits for in-flight work (default {defaults.drain_timeout:g})",
+    )
+    p.add_argument(
+        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+    )
+    p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> NodeConfig:
+    """The :class:`NodeConfig` the parsed flags describe."""
+    if args.max_inflight < 1 or args.queue < 0 or args.max_sessions < 1 or args.pool_size < 0:
+        raise SystemExit(
+            "collimate serve: --max-inflight and --max-sessions must be >= 1, "
+            "--queue and --pool-size >= 0"
+        )
+    return NodeConfig(
+        max_inflight=args.max_inflight,
+        queue=args.queue,
+        max_sessions=args.max_sessions,
+        session_ttl=args.session_ttl if args.session_ttl and args.session_ttl > 0 else None,
+        pool_size=args.pool_size,
+        drain_timeout=args.drain_timeout,
+    )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Serve with parsed ``serve`` flags; the exit status."""
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.isolation == "none":
+        print(
+            "collimate serve: --isolation none runs code WITHOUT a sandbox (dev only)",
+            file=sys.stderr,
+        )
+    config = config_from_args(args)
+    # Until the event loop takes over, a SIGTERM/SIGINT is only noted, so the
+    # socket and runtime set up so far are still cleaned up.
+    previous = {
+        sig: signal.signal(sig, _note_early_signal) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        serve(
+            host=args.host,
+            port=args.port,
+            socket_path=args.socket,
+            isolation=args.isolation,
+            state_dir=args.state_dir,
+            config=config,
+            runtime_factory=args.runtime_factory,
+            log_level=args.log_level,
+        )
+    except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
+        # The boundary to the shell: one line saying what failed (the traceback
+        # only at --log-level debug).
+        logger.debug("the node failed", exc_info=True)
+        print(f"collimate serve: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``collimate serve`` / ``python -m collimate_rl.node serve``."""
+    args = build_parser().parse_args(argv)
+    return run_from_args(args)

@@ -1,0 +1,316 @@
+"""The session registry: ids, bookkeeping, the cap, the TTL reaper, the warm pool, fork.
+
+The registry owns every :class:`~collimate_rl.node.runtime.base.SessionHandle`
+the node hands out. A small pool of sessions per template is created ahead of
+time, so a create is usually a warm hit (``fork_time_ms`` of 0).
+
+>>> new_session_id().startswith("ses_"), len(new_session_id())
+(True, 28)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from dataclasses import dataclass, field
+
+from collimate_rl.node.errors import NodeError, one_line
+from collimate_rl.node.runtime.base import (
+    Runtime,
+    RuntimeError_,
+    SessionBusy,
+    SessionHandle,
+    SessionLost,
+)
+
+__all__ = ["SessionRecord", "SessionRegistry", "new_session_id"]
+
+logger = logging.getLogger("collimate_rl.node")
+
+
+def new_session_id() -> str:
+    """A fresh ``ses_<24 hex>`` id."""
+    return f"ses_{secrets.token_hex(12)}"
+
+
+def _ms_since(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+@dataclass
+class SessionRecord:
+    """One live session and its bookkeeping (times are ``time.monotonic()``)."""
+
+    session_id: str
+    template_id: str
+    handle: SessionHandle
+    created: float = field(default_factory=time.monotonic)
+    last_used: float = field(default_factory=time.monotonic)
+    exec_count: int = 0
+    active: int = 0
+    forking: asyncio.Event | None = None
+
+    def info(self, now: float | None = None) -> dict[str, object]:
+        """The contract's SessionInfo."""
+        now = time.monotonic() if now is None else now
+        return {
+            "session_id": self.session_id,
+            "template_id": self.template_id,
+            "age_secs": round(now - self.created, 3),
+            "idle_secs": round(0.0 if self.active else now - self.last_used, 3),
+            "exec_count": self.exec_count,
+        }
+
+
+class SessionRegistry:
+    """Sessions by id, bounded by ``max_sessions``, reaped after ``ttl_seconds`` idle.
+
+    Args:
+        runtime: the sandbox runtime (already started).
+        max_sessions: live sessions allowed (the warm pool is not counted).
+        ttl_seconds: idle time after which a session is reaped; ``None`` or
+            ``<= 0`` disables reaping.
+        pool_size: warm sessions kept per template (0 disables the pool).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        max_sessions: int = 256,
+        ttl_seconds: float | None = 600.0,
+        pool_size: int = 2,
+    ) -> None:
+        self.runtime = runtime
+        self.max_sessions = max_sessions
+        self.ttl_seconds = ttl_seconds if ttl_seconds and ttl_seconds > 0 else None
+        self.pool_size = max(0, pool_size)
+        self._sessions: dict[str, SessionRecord] = {}
+        self._reserved = 0
+        self._pool: dict[str, deque[SessionHandle]] = {}
+        self._refills: dict[str, asyncio.Task[None]] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the reaper and fill the warm pool in the background.
+
+        Only the first (built-in) template is warmed eagerly; any other gets
+        its pool after its first create, so aliases and unused templates
+        cost nothing.
+        """
+        if self.ttl_seconds is not None:
+            self._reaper = asyncio.create_task(
+                self._reap_forever(self.ttl_seconds), name="session-reaper"
+            )
+        for template_id in self.runtime.templates()[:1]:
+            self._schedule_refill(template_id)
+
+    async def close(self) -> None:
+        """Stop background tasks and destroy every session, pooled ones too. Idempotent."""
+        self._closed = True
+        tasks = [t for t in (self._reaper, *self._refills.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._refills.clear()
+        handles = [rec.handle for rec in self._sessions.values()]
+        self._sessions.clear()
+        for pool in self._pool.values():
+            handles.extend(pool)
+            pool.clear()
+        await self._close_handles(handles)
+
+    # -- queries ---------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def records(self) -> list[SessionRecord]:
+        """Live sessions, oldest first."""
+        return sorted(self._sessions.values(), key=lambda rec: rec.created)
+
+    def get(self, session_id: str) -> SessionRecord:
+        """The session, or ``no_such_session`` (404)."""
+        rec = self._sessions.get(session_id)
+        if rec is None:
+            raise NodeError(
+                "no_such_session", f"no session {session_id!r} (never created, deleted or reaped)"
+            )
+        return rec
+
+    def pooled(self, template_id: str) -> int:
+        """Warm sessions ready for ``template_id``."""
+        return len(self._pool.get(template_id, ()))
+
+    def check_template(self, template_id: str) -> None:
+        """Raise ``no_template`` (404) unless the runtime knows ``template_id``."""
+        known = self.runtime.templates()
+        if template_id not in known:
+            raise NodeError(
+                "no_template",
+                f"unknown template {template_id!r}; available: {', '.join(sorted(known))}",
+            )
+
+    # -- create / delete -------------------------------------------------
+
+    def _reserve(self, count: int) -> None:
+        if len(self._sessions) + self._reserved + count > self.max_sessions:
+            raise NodeError(
+                "at_capacity",
+                f"session cap reached ({self.max_sessions} sessions); "
+                "delete idle sessions or retry later",
+            )
+        self._reserved += count
+
+    async def create(self, template_id: str) -> tuple[SessionRecord, float, float]:
+        """Create a session; returns ``(record, fork_time_ms, create_time_ms)``."""
+        start = time.perf_counter()
+        self.check_template(template_id)
+        self._reserve(1)
+        try:
+            pool = self._pool.get(template_id)
+            if pool:
+                handle = pool.popleft()
+                fork_ms = 0.0
+            else:
+                fork_start = time.perf_counter()
+                handle = await self._bring_up(template_id, new_session_id())
+                fork_ms = _ms_since(fork_start)
+            rec = SessionRecord(handle.session_id, template_id, handle)
+            self._sessions[rec.session_id] = rec
+        finally:
+            self._reserved -= 1
+        self._schedule_refill(template_id)
+        return rec, fork_ms, _ms_since(start)
+
+    async def _bring_up(self, template_id: str, session_id: str) -> SessionHandle:
+        try:
+            return await self.runtime.create_session(template_id, session_id)
+        except KeyError as exc:
+            raise NodeError("no_template", f"unknown template {template_id!r}") from exc
+        except RuntimeError_ as exc:
+            raise NodeError(
+                "session_bringup_failed", f"could not start a session: {one_line(exc)}"
+            ) from exc
+
+    async def delete(self, session_id: str) -> bool:
+        """Destroy the session; ``False`` if there was none."""
+        rec = self._sessions.pop(session_id, None)
+        if rec is None:
+            return False
+        await self._close_handles([rec.handle])
+        return True
+
+    async def discard(self, session_id: str) -> None:
+        """Forget a session whose sandbox died, closing what is left of it."""
+        await self.delete(session_id)
+
+    # -- use ---------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def using(self, session_id: str) -> AsyncIterator[SessionRecord]:
+        """Mark the session busy for one exec (waits out a fork in progress)."""
+        rec = self.get(session_id)
+        while rec.forking is not None:
+            await rec.forking.wait()
+            rec = self.get(session_id)
+        rec.active += 1
+        rec.exec_count += 1
+        rec.last_used = time.monotonic()
+        try:
+            yield rec
+        finally:
+            rec.active -= 1
+            rec.last_used = time.monotonic()
+
+    async def fork(self, session_id: str, count: int) -> tuple[list[SessionRecord], float]:
+        """Fork ``count`` children off a quiescent session; all or nothing."""
+        parent = self.get(session_id)
+        if parent.active or parent.forking is not None:
+            raise NodeError("session_busy", f"session {session_id!r} is busy; fork it when idle")
+        self._reserve(count)
+        parent.forking = asyncio.Event()
+        start = time.perf_counter()
+        try:
+            ids = [new_session_id() for _ in range(count)]
+            try:
+                handles = await parent.handle.fork(ids)
+            except SessionBusy as exc:
+                raise NodeError("session_busy", f"session {session_id!r} is busy") from exc
+            except SessionLost as exc:
+                await self.discard(session_id)
+                raise NodeError("session_gone", f"session {session_id!r} is gone") from exc
+            except RuntimeError_ as exc:
+                raise NodeError("session_bringup_failed", f"fork failed: {one_line(exc)}") from exc
+            children = [SessionRecord(h.session_id, parent.template_id, h) for h in handles]
+            for child in children:
+                self._sessions[child.session_id] = child
+        finally:
+            self._reserved -= count
+            parent.forking.set()
+            parent.forking = None
+            parent.last_used = time.monotonic()
+        return children, _ms_since(start)
+
+    # -- background ------------------------------------------------------
+
+    def reap_idle(self, now: float | None = None) -> list[SessionRecord]:
+        """Remove and return the sessions idle longer than the TTL."""
+        if self.ttl_seconds is None:
+            return []
+        now = time.monotonic() if now is None else now
+        stale = [
+            rec
+            for rec in self._sessions.values()
+            if not rec.active and rec.forking is None and now - rec.last_used > self.ttl_seconds
+        ]
+        for rec in stale:
+            del self._sessions[rec.session_id]
+        return stale
+
+    async def _reap_forever(self, ttl_seconds: float) -> None:
+        interval = max(0.05, min(ttl_seconds / 4.0, 5.0))
+        while True:
+            await asyncio.sleep(interval)
+            stale = self.reap_idle()
+            if stale:
+                logger.info("reaping %d idle session(s)", len(stale))
+                await self._close_handles(rec.handle for rec in stale)
+
+    def _schedule_refill(self, template_id: str) -> None:
+        if self._closed or self.pool_size == 0:
+            return
+        task = self._refills.get(template_id)
+        if task is None or task.done():
+            self._refills[template_id] = asyncio.create_task(
+                self._refill(template_id), name=f"pool-refill-{template_id}"
+            )
+
+    async def _refill(self, template_id: str) -> None:
+        pool = self._pool.setdefault(template_id, deque())
+        while not self._closed and len(pool) < self.pool_size:
+            try:
+                handle = await self.runtime.create_session(template_id, new_session_id())
+            except Exception as exc:  # a failed warm-up must not kill the node
+                logger.warning("warm pool for %r not refilled: %s", template_id, one_line(exc))
+                return
+            if self._closed:
+                await self._close_handles([handle])
+                return
+            pool.append(handle)
+
+    @staticmethod
+    async def _close_handles(handles: Iterable[SessionHandle]) -> None:
+        closers: list[Awaitable[None]] = [h.close() for h in handles]
+        results = await asyncio.gather(*closers, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                logger.warning("session close failed: %s", one_line(result))

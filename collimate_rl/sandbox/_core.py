@@ -1,0 +1,143 @@
+"""The transport-free core of the sandbox handle: operations written once, driven twice.
+
+An *operation* is a generator that yields :class:`ClientCall` (call this method
+of the client and send me back its result, or throw its exception into me) and
+finally returns its value. :func:`drive` and :func:`adrive` are the only two
+drivers: the sync :class:`~collimate_rl.sandbox.Sandbox` and the async
+:class:`~collimate_rl.sandbox.AsyncSandbox` differ only in which one they
+call, so multi-step protocols (chunked upload, strict forking, cleanup on
+failure) exist once. This is the pattern of httpx's auth flows.
+
+>>> def op():
+...     info = yield ClientCall("get", ("a",))
+...     return info.upper()
+>>> drive(op(), {"a": "x"})
+'X'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+
+__all__ = ["ClientCall", "Op", "Sleep", "adrive", "drive", "field_of", "to_dict"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ClientCall:
+    """One call of a client method, before any I/O happens.
+
+    Attributes:
+        method: the client method's name, e.g. ``"session_exec"``.
+        args: positional arguments.
+        kwargs: keyword arguments.
+
+    >>> ClientCall("delete_session", ("s-1",))
+    ClientCall(method='delete_session', args=('s-1',), kwargs={})
+    """
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds`` (``time.sleep`` or ``anyio.sleep``); the operation gets ``None`` back."""
+
+    seconds: float
+
+
+#: An operation: yields client calls (or sleeps), receives their results, returns ``T``.
+Op = Generator[ClientCall | Sleep, Any, T]
+
+
+def drive(op: Op[T], client: Any) -> T:
+    """Run ``op`` with blocking calls on ``client``.
+
+    A call's exception (any :class:`Exception`) is thrown into the operation,
+    which may clean up (yielding more calls) and re-raise.
+    """
+    try:
+        call = next(op)
+        while True:
+            if isinstance(call, Sleep):
+                time.sleep(call.seconds)
+                call = op.send(None)
+                continue
+            try:
+                result = getattr(client, call.method)(*call.args, **call.kwargs)
+            except Exception as exc:
+                call = op.throw(exc)
+            else:
+                call = op.send(result)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+    finally:
+        op.close()
+
+
+async def adrive(op: Op[T], client: Any) -> T:
+    """Run ``op`` by awaiting calls on an async ``client``; the twin of :func:`drive`."""
+    try:
+        call = next(op)
+        while True:
+            if isinstance(call, Sleep):
+                await anyio.sleep(call.seconds)
+                call = op.send(None)
+                continue
+            try:
+                result = await getattr(client, call.method)(*call.args, **call.kwargs)
+            except Exception as exc:
+                call = op.throw(exc)
+            else:
+                call = op.send(result)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+    finally:
+        op.close()
+
+
+def field_of(obj: Any, key: str, default: Any = None) -> Any:
+    """Read ``key`` from a wire response: a mapping, or a typed object with dict access.
+
+    >>> field_of({"id": "a"}, "id"), field_of({}, "id", "-")
+    ('a', '-')
+    """
+    if obj is None:
+        return default
+    getter = getattr(obj, "get", None)
+    if callable(getter):
+        return getter(key, default)
+    return getattr(obj, key, default)
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A plain ``dict`` copy of a wire response (for ``raw`` fields).
+
+    >>> to_dict({"a": 1})
+    {'a': 1}
+    """
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    for name in ("to_dict", "model_dump", "as_dict"):
+        method = getattr(obj, name, None)
+        if callable(method):
+            out = method()
+            if isinstance(out, Mapping):
+                return dict(out)
+    raw = getattr(obj, "raw", None)
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    try:
+        return dict(obj)
+    except (TypeError, ValueError):
+        return {}

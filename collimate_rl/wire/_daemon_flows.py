@@ -1,0 +1,175 @@
+"""The node-local daemon's endpoints as flows (see :mod:`collimate_rl.wire._core`).
+
+Each function validates its arguments *before* yielding anything, builds the
+request, and parses the answer into a model. The sync and async daemon
+clients only drive these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from collimate_rl.errors import CollimateError, CollimateUsageError
+from collimate_rl.wire._core import (
+    CallContext,
+    Flow,
+    Request,
+    build_exec_body,
+    call,
+    exec_timeout,
+    path_id,
+)
+from collimate_rl.wire.models import (
+    CreateSessionResponse,
+    DeleteResponse,
+    ExecResponse,
+    ForkResponse,
+    Health,
+    SessionInfo,
+)
+
+__all__ = [
+    "create_session",
+    "delete_session",
+    "exec_once",
+    "fork_session",
+    "get_session",
+    "health",
+    "images_unsupported",
+    "list_sessions",
+    "session_exec",
+    "templates",
+]
+
+
+def _get(ctx: CallContext, path: str) -> Request:
+    return Request("GET", path, timeout=ctx.timeout)
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def health(ctx: CallContext) -> Flow[Health]:
+    """``GET /v1/health``."""
+    return Health.from_raw(_as_dict((yield from call(ctx, _get(ctx, "/v1/health")))))
+
+
+def templates(ctx: CallContext) -> Flow[list[str]]:
+    """The node's template ids, from its health object."""
+    info = yield from health(ctx)
+    return [str(t) for t in info.templates]
+
+
+def images_unsupported() -> CollimateError:
+    """The error ``images()`` raises on a daemon client."""
+    return CollimateError(
+        "images() is gateway only: the node-local daemon has no image catalog; "
+        "use templates() here, or connect with an API key (COLLIMATE_API_KEY) for the gateway"
+    )
+
+
+def list_sessions(ctx: CallContext) -> Flow[list[SessionInfo]]:
+    """``GET /v1/sessions``; a body that is not a list gives ``[]``."""
+    rows = yield from call(ctx, _get(ctx, "/v1/sessions"))
+    if not isinstance(rows, list):
+        return []
+    return [SessionInfo.from_raw(r) for r in rows if isinstance(r, dict)]
+
+
+def create_session(
+    ctx: CallContext, template_id: str, egress: Mapping[str, Any] | None
+) -> Flow[CreateSessionResponse]:
+    """``POST /v1/sessions`` (not idempotent)."""
+    path_id(template_id, "template_id")
+    body: dict[str, Any] = {"template_id": template_id}
+    if egress is not None:
+        body["egress"] = dict(egress)
+    req = Request("POST", "/v1/sessions", body, idempotent=False, timeout=ctx.timeout)
+    return CreateSessionResponse.from_raw(_as_dict((yield from call(ctx, req))))
+
+
+def get_session(ctx: CallContext, session_id: str) -> Flow[SessionInfo]:
+    """``GET /v1/sessions/{id}``."""
+    path = f"/v1/sessions/{path_id(session_id)}"
+    return SessionInfo.from_raw(_as_dict((yield from call(ctx, _get(ctx, path)))))
+
+
+def delete_session(ctx: CallContext, session_id: str) -> Flow[DeleteResponse]:
+    """``DELETE /v1/sessions/{id}``; never raises a CollimateError."""
+    failed = DeleteResponse.from_raw({"deleted": False, "session_id": session_id})
+    try:
+        req = Request("DELETE", f"/v1/sessions/{path_id(session_id)}", timeout=ctx.timeout)
+        raw = _as_dict((yield from call(ctx, req)))
+    except CollimateError:
+        return failed
+    raw.setdefault("session_id", session_id)
+    return DeleteResponse.from_raw(raw)
+
+
+def _exec(ctx: CallContext, path: str, body: dict[str, Any]) -> Flow[ExecResponse]:
+    timeout = exec_timeout(ctx, body["timeout_seconds"])
+    req = Request("POST", path, body, idempotent=False, timeout=timeout)
+    return ExecResponse.from_raw(_as_dict((yield from call(ctx, req))))
+
+
+def session_exec(
+    ctx: CallContext,
+    session_id: str,
+    *,
+    command: str | None,
+    code: str | None,
+    commands: Sequence[Sequence[str]] | None,
+    files: Sequence[Mapping[str, str]] | None,
+    timeout_seconds: int,
+    seed: str | None,
+) -> Flow[ExecResponse]:
+    """``POST /v1/sessions/{id}/exec`` (not idempotent)."""
+    path = f"/v1/sessions/{path_id(session_id)}/exec"
+    body = build_exec_body(
+        command=command,
+        code=code,
+        commands=commands,
+        files=files,
+        timeout_seconds=timeout_seconds,
+        seed=seed,
+    )
+    return (yield from _exec(ctx, path, body))
+
+
+def exec_once(
+    ctx: CallContext,
+    template_id: str,
+    *,
+    command: str | None,
+    code: str | None,
+    commands: Sequence[Sequence[str]] | None,
+    files: Sequence[Mapping[str, str]] | None,
+    timeout_seconds: int,
+    seed: str | None,
+    egress: Mapping[str, Any] | None,
+) -> Flow[ExecResponse]:
+    """``POST /v1/exec``: fork, run, discard in one call (not idempotent)."""
+    body = build_exec_body(
+        command=command,
+        code=code,
+        commands=commands,
+        files=files,
+        timeout_seconds=timeout_seconds,
+        seed=seed,
+        template_id=template_id,
+        egress=egress,
+    )
+    return (yield from _exec(ctx, "/v1/exec", body))
+
+
+def fork_session(ctx: CallContext, session_id: str, count: int) -> Flow[ForkResponse]:
+    """``POST /v1/sessions/{id}/fork`` (our node's extension; all-or-nothing, not idempotent)."""
+    path = f"/v1/sessions/{path_id(session_id)}/fork"
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise CollimateUsageError(f"count must be an int >= 1, got {count!r}")
+    req = Request("POST", path, {"count": count}, idempotent=False, timeout=ctx.timeout)
+    raw = _as_dict((yield from call(ctx, req)))
+    children = [c for c in raw.get("children") or [] if isinstance(c, dict)]
+    return ForkResponse.build(str(raw.get("parent") or session_id), children)

@@ -1,0 +1,93 @@
+"""httpx plumbing: pooled keep-alive clients over TCP or a unix socket, and the
+two I/O functions the drivers call. Nothing here knows the contract.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import httpx
+
+from collimate_rl.wire._core import RawResponse, Request
+
+__all__ = [
+    "UDS_BASE",
+    "async_send",
+    "make_async_http",
+    "make_sync_http",
+    "sync_send",
+]
+
+#: With a unix socket the host is irrelevant; every request dials the socket.
+UDS_BASE = "http://localhost"
+
+_HEADERS = {"Content-Type": "application/json"}
+_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30.0)
+
+
+def make_sync_http(
+    *,
+    unix_socket: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+    headers: Mapping[str, str] | None = None,
+    trust_env: bool = False,
+    tls: bool = True,
+) -> httpx.Client:
+    """A pooled keep-alive client; ``unix_socket`` dials that socket for every request.
+
+    ``tls=False`` (plain ``http://`` or a unix socket) skips loading CA certificates.
+    """
+    if transport is None:
+        transport = httpx.HTTPTransport(
+            uds=unix_socket, limits=_LIMITS, trust_env=trust_env, verify=tls
+        )
+    return httpx.Client(
+        transport=transport, headers={**_HEADERS, **(headers or {})}, trust_env=trust_env
+    )
+
+
+def make_async_http(
+    *,
+    unix_socket: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    headers: Mapping[str, str] | None = None,
+    trust_env: bool = False,
+    tls: bool = True,
+) -> httpx.AsyncClient:
+    """The async twin of :func:`make_sync_http`."""
+    if transport is None:
+        transport = httpx.AsyncHTTPTransport(
+            uds=unix_socket, limits=_LIMITS, trust_env=trust_env, verify=tls
+        )
+    return httpx.AsyncClient(
+        transport=transport, headers={**_HEADERS, **(headers or {})}, trust_env=trust_env
+    )
+
+
+def _content(req: Request) -> bytes | None:
+    return None if req.body is None else json.dumps(req.body).encode("utf-8")
+
+
+def sync_send(http: httpx.Client, base: str, req: Request) -> RawResponse:
+    """Perform one attempt; httpx errors propagate to the driver."""
+    resp = http.request(
+        req.method,
+        base + req.path,
+        content=_content(req),
+        params=dict(req.params) if req.params else None,
+        timeout=req.timeout,
+    )
+    return RawResponse(resp.status_code, resp.reason_phrase, resp.content)
+
+
+async def async_send(http: httpx.AsyncClient, base: str, req: Request) -> RawResponse:
+    """The async twin of :func:`sync_send`."""
+    resp = await http.request(
+        req.method,
+        base + req.path,
+        content=_content(req),
+        params=dict(req.params) if req.params else None,
+        timeout=req.timeout,
+    )
+    return RawResponse(resp.status_code, resp.reason_phrase, resp.content)

@@ -1,0 +1,334 @@
+"""Clients of the node-local daemon (``serve``), over TCP or a unix socket.
+
+Both clients drive the same flows (:mod:`collimate_rl.wire._daemon_flows`);
+they differ only in blocking vs async I/O.
+
+>>> client = CollimateClient("http://127.0.0.1:8080/", retries=0)
+>>> client.base, client.retries, client.unix_socket
+('http://127.0.0.1:8080', 0, None)
+>>> client.session_exec("s1", files=[{"path": "/tmp/a.py", "content": "x = 1"}])
+Traceback (most recent call last):
+...
+collimate_rl.errors.CollimateUsageError: one of command/code/commands is required
+>>> client.close()
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+
+from collimate_rl.wire import _daemon_flows as _d
+from collimate_rl.wire._base import AsyncClientBase, SyncClientBase, check_url
+from collimate_rl.wire._env import DEFAULT_SESSION_SOCKET, resolve_transport
+from collimate_rl.wire._transport import UDS_BASE, make_async_http, make_sync_http
+from collimate_rl.wire.models import (
+    CreateSessionResponse,
+    DeleteResponse,
+    ExecResponse,
+    ForkResponse,
+    Health,
+    ImageInfo,
+    SessionInfo,
+)
+
+__all__ = ["AsyncCollimateClient", "CollimateClient"]
+
+C = TypeVar("C", "CollimateClient", "AsyncCollimateClient")
+
+Files = Sequence[Mapping[str, str]]
+Commands = Sequence[Sequence[str]]
+
+
+def _from_env(cls: type[C], **kw: Any) -> C:
+    found = resolve_transport(allow_gateway=False)
+    if found.kind == "daemon_uds":
+        return cls(unix_socket=found.target, **kw)
+    return cls(found.target or "", **kw)
+
+
+class CollimateClient(SyncClientBase):
+    """Blocking client of the node-local daemon.
+
+    Args:
+        base_url: the daemon's URL (ignored when ``unix_socket`` is given).
+        timeout: flat socket timeout in seconds; an exec waits
+            ``max(timeout, timeout_seconds + 30)``.
+        retries: retries after the first attempt.
+        backoff: full-jitter exponential backoff base, in seconds.
+        retry_budget: the most one call may sleep across retries, in seconds.
+        unix_socket: dial this unix socket instead of TCP.
+        transport: an ``httpx.BaseTransport`` to use instead (tests, proxies).
+        sleep: the sleep used between retries (default ``time.sleep``).
+        rng: the RNG for backoff jitter.
+
+    Idempotent requests (GET, DELETE) retry on 429/5xx and transport errors.
+    Creates and execs retry only when the node proves nothing ran
+    (``at_capacity``, ``session_bringup_failed``, ``draining``) or the
+    connection was refused; never after an ambiguous failure.
+
+    >>> with CollimateClient.for_node_socket("/run/x/serve.sock") as c:
+    ...     c.base, c.unix_socket
+    ('http://localhost', '/run/x/serve.sock')
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.15,
+        retry_budget: float = 30.0,
+        unix_socket: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._init_settings(timeout, retries, backoff, retry_budget, rng)
+        self.unix_socket = unix_socket
+        self.base = UDS_BASE if unix_socket else check_url(base_url)
+        if sleep is not None:
+            self._sleep = sleep
+        self._http = make_sync_http(
+            unix_socket=unix_socket, transport=transport, tls=self.base.startswith("https:")
+        )
+
+    @classmethod
+    def from_env(cls, **kw: Any) -> CollimateClient:
+        """From ``$COLLIMATE_SERVE_SOCKET``, ``$COLLIMATE_SERVE_URL``, the default socket
+        if it exists, else ``http://127.0.0.1:8080``.
+
+        >>> import os; os.environ["COLLIMATE_SERVE_URL"] = "http://10.0.0.5:8080"
+        >>> CollimateClient.from_env(retries=1).base
+        'http://10.0.0.5:8080'
+        >>> del os.environ["COLLIMATE_SERVE_URL"]
+        """
+        return _from_env(cls, **kw)
+
+    @classmethod
+    def for_node_socket(cls, path: str = DEFAULT_SESSION_SOCKET, **kw: Any) -> CollimateClient:
+        """A client over the node's session socket (the in-pod hot path)."""
+        return cls(unix_socket=path, **kw)
+
+    def health(self) -> Health:
+        """``GET /v1/health``: status (``ok``/``draining``), load, templates, version."""
+        return self._run(_d.health(self._ctx()))
+
+    def templates(self) -> list[str]:
+        """The template ids this node serves (from its health)."""
+        return self._run(_d.templates(self._ctx()))
+
+    def images(self) -> list[ImageInfo]:
+        """Always raises: the image catalog is gateway only.
+
+        >>> CollimateClient().images()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        collimate_rl.errors.CollimateError: images() is gateway only: ...
+        """
+        raise _d.images_unsupported()
+
+    list_images = images
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """``GET /v1/sessions``: every live session on the node."""
+        return self._run(_d.list_sessions(self._ctx()))
+
+    def create_session(
+        self, template_id: str, *, egress: Mapping[str, Any] | None = None
+    ) -> CreateSessionResponse:
+        """Fork a session from ``template_id`` (``POST /v1/sessions``)."""
+        return self._run(_d.create_session(self._ctx(), template_id, egress))
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """``GET /v1/sessions/{id}``; 404 ``no_such_session`` raises."""
+        return self._run(_d.get_session(self._ctx(), session_id))
+
+    def delete_session(self, session_id: str) -> DeleteResponse:
+        """``DELETE /v1/sessions/{id}``. Never raises: failures give ``deleted == False``."""
+        return self._run(_d.delete_session(self._ctx(), session_id))
+
+    def session_exec(
+        self,
+        session_id: str,
+        *,
+        command: str | None = None,
+        code: str | None = None,
+        commands: Commands | None = None,
+        files: Files | None = None,
+        timeout_seconds: int = 30,
+        seed: str | None = None,
+    ) -> ExecResponse:
+        """Run ``command``/``code``/``commands`` in a session (files are written first)."""
+        flow = _d.session_exec(
+            self._ctx(),
+            session_id,
+            command=command,
+            code=code,
+            commands=commands,
+            files=files,
+            timeout_seconds=timeout_seconds,
+            seed=seed,
+        )
+        return self._run(flow)
+
+    def exec_once(
+        self,
+        template_id: str,
+        *,
+        command: str | None = None,
+        code: str | None = None,
+        commands: Commands | None = None,
+        files: Files | None = None,
+        timeout_seconds: int = 30,
+        seed: str | None = None,
+        egress: Mapping[str, Any] | None = None,
+    ) -> ExecResponse:
+        """One-shot exec in an ephemeral fork of ``template_id`` (``POST /v1/exec``)."""
+        flow = _d.exec_once(
+            self._ctx(),
+            template_id,
+            command=command,
+            code=code,
+            commands=commands,
+            files=files,
+            timeout_seconds=timeout_seconds,
+            seed=seed,
+            egress=egress,
+        )
+        return self._run(flow)
+
+    def fork_session(self, session_id: str, count: int) -> ForkResponse:
+        """Fork a session ``count`` ways (all or nothing); children keep its files."""
+        return self._run(_d.fork_session(self._ctx(), session_id, count))
+
+
+class AsyncCollimateClient(AsyncClientBase):
+    """The async twin of :class:`CollimateClient` (same arguments and methods).
+
+    >>> client = AsyncCollimateClient(unix_socket="/run/x/serve.sock")
+    >>> client.base
+    'http://localhost'
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.15,
+        retry_budget: float = 30.0,
+        unix_socket: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._init_settings(timeout, retries, backoff, retry_budget, rng)
+        self.unix_socket = unix_socket
+        self.base = UDS_BASE if unix_socket else check_url(base_url)
+        if sleep is not None:
+            self._sleep = sleep
+        self._http = make_async_http(
+            unix_socket=unix_socket, transport=transport, tls=self.base.startswith("https:")
+        )
+
+    @classmethod
+    def from_env(cls, **kw: Any) -> AsyncCollimateClient:
+        """See :meth:`CollimateClient.from_env`."""
+        return _from_env(cls, **kw)
+
+    @classmethod
+    def for_node_socket(cls, path: str = DEFAULT_SESSION_SOCKET, **kw: Any) -> AsyncCollimateClient:
+        """See :meth:`CollimateClient.for_node_socket`."""
+        return cls(unix_socket=path, **kw)
+
+    async def health(self) -> Health:
+        """See :meth:`CollimateClient.health`."""
+        return await self._run(_d.health(self._ctx()))
+
+    async def templates(self) -> list[str]:
+        """See :meth:`CollimateClient.templates`."""
+        return await self._run(_d.templates(self._ctx()))
+
+    async def images(self) -> list[ImageInfo]:
+        """Always raises: the image catalog is gateway only."""
+        raise _d.images_unsupported()
+
+    list_images = images
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """See :meth:`CollimateClient.list_sessions`."""
+        return await self._run(_d.list_sessions(self._ctx()))
+
+    async def create_session(
+        self, template_id: str, *, egress: Mapping[str, Any] | None = None
+    ) -> CreateSessionResponse:
+        """See :meth:`CollimateClient.create_session`."""
+        return await self._run(_d.create_session(self._ctx(), template_id, egress))
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        """See :meth:`CollimateClient.get_session`."""
+        return await self._run(_d.get_session(self._ctx(), session_id))
+
+    async def delete_session(self, session_id: str) -> DeleteResponse:
+        """See :meth:`CollimateClient.delete_session` (never raises)."""
+        return await self._run(_d.delete_session(self._ctx(), session_id))
+
+    async def session_exec(
+        self,
+        session_id: str,
+        *,
+        command: str | None = None,
+        code: str | None = None,
+        commands: Commands | None = None,
+        files: Files | None = None,
+        timeout_seconds: int = 30,
+        seed: str | None = None,
+    ) -> ExecResponse:
+        """See :meth:`CollimateClient.session_exec`."""
+        flow = _d.session_exec(
+            self._ctx(),
+            session_id,
+            command=command,
+            code=code,
+            commands=commands,
+            files=files,
+            timeout_seconds=timeout_seconds,
+            seed=seed,
+        )
+        return await self._run(flow)
+
+    async def exec_once(
+        self,
+        template_id: str,
+        *,
+        command: str | None = None,
+        code: str | None = None,
+        commands: Commands | None = None,
+        files: Files | None = None,
+        timeout_seconds: int = 30,
+        seed: str | None = None,
+        egress: Mapping[str, Any] | None = None,
+    ) -> ExecResponse:
+        """See :meth:`CollimateClient.exec_once`."""
+        flow = _d.exec_once(
+            self._ctx(),
+            template_id,
+            command=command,
+            code=code,
+            commands=commands,
+            files=files,
+            timeout_seconds=timeout_seconds,
+            seed=seed,
+            egress=egress,
+        )
+        return await self._run(flow)
+
+    async def fork_session(self, session_id: str, count: int) -> ForkResponse:
+        """See :meth:`CollimateClient.fork_session`."""
+        return await self._run(_d.fork_session(self._ctx(), session_id, count))

@@ -1,0 +1,146 @@
+"""The harness's comparison rules and assert accounting (plain subprocess, no sandbox)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from collimate_rl.grading import CustomReward, IOReward, UnitTestReward, grade
+from collimate_rl.grading._grader import _io_same, same
+
+from .conftest import TEMPLATE
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "kwargs", "equal"),
+    [
+        (True, 1, {}, False),
+        (1, True, {}, False),
+        (1, 1.0, {}, True),
+        (0.1 + 0.2, 0.3, {}, False),
+        (0.1 + 0.2, 0.3, {"tol": 1e-9}, True),
+        (math.nan, math.nan, {}, True),
+        ((1, 2), [1, 2], {}, False),
+        ((1, 2), [1, 2], {"loose": True}, True),
+        ({"a": [1, (2,)]}, {"a": [1, (2,)]}, {}, True),
+        ({"a": 1}, {"a": 1, "b": 2}, {}, False),
+        ({1, 2}, frozenset({1, 2}), {}, True),
+        (b"x", "x", {}, False),
+        (None, 0, {}, False),
+        (1 + 2j, 1 + 2.0000000001j, {"tol": 1e-6}, True),
+        ([1, [True]], [1, [1]], {}, False),
+    ],
+)
+def test_same(got: Any, want: Any, kwargs: dict[str, Any], equal: bool) -> None:
+    assert same(got, want, **kwargs) is equal
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "strip", "tol", "equal"),
+    [
+        ("3\n", "3", True, None, True),
+        ("  1 2 \n\n", "1 2", True, None, True),
+        ("1  2", "1 2", True, None, False),
+        ("3\n", "3", False, None, False),
+        ("0.3333333\n", "0.33333333", True, 1e-6, True),
+        ("1.0", "1", True, 0.0, True),
+        ("1.0", "1", True, None, False),
+        ("abc 1.0", "abd 1.0", True, 1e-6, False),
+        ("1\n2", "1", True, None, False),
+    ],
+)
+def test_io_same(got: str, want: str, strip: bool, tol: float | None, equal: bool) -> None:
+    assert _io_same(got, want, strip=strip, tol=tol) is equal
+
+
+def test_every_assert_counts_and_loops_count_each_pass(fake: Any) -> None:
+    tests = (
+        "def check(candidate):\n"
+        "    for i in range(5):\n"
+        "        assert candidate(i) == i * i\n"
+        "    assert candidate(10) == 100\n"
+        "check(sq)\n"
+    )
+    spec = UnitTestReward(tests, entry="sq")
+    half = grade(
+        fake, TEMPLATE, "def sq(x):\n    return x * x if x < 3 else 0\n", spec, extract=False
+    )
+    assert (half.passed, half.total) == (3, 6)
+
+
+def test_an_error_outside_an_assert_voids_the_block(fake: Any) -> None:
+    # The candidate passes two asserts, then crashes on a line that is not an
+    # assert: the rest of the block never runs, so nothing in it counts.
+    tests = (
+        "assert sq(1) == 1\n"
+        "assert sq(2) == 4\n"
+        "value = sq(3)\n"
+        "for i in range(10):\n"
+        "    assert value + i == 9 + i\n"
+    )
+    crash = "def sq(x):\n    if x == 3:\n        raise ValueError\n    return x * x\n"
+    result = grade(fake, TEMPLATE, crash, UnitTestReward(tests, entry="sq"), extract=False)
+    assert result.passed == 0 and result.total == 3 and result.reward == 0.0
+    honest = grade(
+        fake,
+        TEMPLATE,
+        "def sq(x):\n    return x * x\n",
+        UnitTestReward(tests, entry="sq"),
+        extract=False,
+    )
+    assert (honest.passed, honest.total) == (12, 12)
+
+
+def test_expected_exceptions_and_helper_names(fake: Any) -> None:
+    tests = [
+        "try:\n    div(1, 0)\n    assert False\nexcept ZeroDivisionError:\n    pass",
+        "assert Helper_twice(3) == 6",
+        "assert div(6, 3) == 2",
+    ]
+    code = "def Helper_twice(x):\n    return 2 * x\ndef div(a, b):\n    return a / b\n"
+    result = grade(fake, TEMPLATE, code, UnitTestReward(tests, entry="div"), extract=False)
+    assert result.reward == 1.0, result
+
+
+def test_io_reads_all_stdin_and_large_outputs(fake: Any) -> None:
+    numbers = " ".join(str(i) for i in range(200_000))
+    spec = IOReward([{"input": numbers + "\n", "output": str(sum(range(200_000)))}])
+    code = "import sys\nprint(sum(map(int, sys.stdin.buffer.read().split())))\n"
+    assert grade(fake, TEMPLATE, code, spec, extract=False).reward == 1.0
+    echo = IOReward([{"input": numbers, "output": numbers}])
+    assert grade(fake, TEMPLATE, "print(input())", echo, extract=False).reward == 1.0
+
+
+def test_custom_grader_api(fake: Any) -> None:
+    script = (
+        "def grade(api):\n"
+        "    out, code = api.run_program('2\\n')\n"
+        "    api.record('program', out.strip() == '4')\n"
+        "    api.record('call', api.call('sq', 5) == 25)\n"
+        "    try:\n"
+        "        api.call('sq', 'x')\n"
+        "    except TypeError:\n"
+        "        api.record('raises', True)\n"
+        "    return 3, 3\n"
+    )
+    code = "def sq(x):\n    return x * x\nif __name__ == '__main__':\n    print(sq(int(input())))\n"
+    result = grade(fake, TEMPLATE, code, CustomReward(script, entry="sq"), extract=False)
+    assert result.reward == 1.0 and [t.name for t in result.tests] == ["program", "call", "raises"]
+    broken = grade(
+        fake, TEMPLATE, code, CustomReward("def grade(api):\n    1 / 0\n"), extract=False
+    )
+    assert broken.reward == 0.0 and broken.error and "ZeroDivisionError" in broken.error
+
+
+def test_in_place_mutations_reach_assert_style_tests(fake: Any) -> None:
+    tests = [
+        "xs = [3, 1, 2]\nsort_in_place(xs)\nassert xs == [1, 2, 3]",
+        "d = {}\nfill(d)\nassert d == {'k': [1]}",
+    ]
+    code = "def sort_in_place(xs):\n    xs.sort()\ndef fill(d):\n    d['k'] = [1]\n"
+    result = grade(
+        fake, TEMPLATE, code, UnitTestReward(tests, entry="sort_in_place"), extract=False
+    )
+    assert result.reward == 1.0, result

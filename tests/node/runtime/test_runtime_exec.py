@@ -1,0 +1,154 @@
+# (the tests inspect the host with plain blocking calls on purpose)
+"""Basic exec semantics: command / commands / code, files, exit codes, output."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from collimate_rl.node.runtime import ExecSpec, LocalSession
+
+from .conftest import run, seed
+
+pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+
+
+async def test_command_output_and_exit_code(sess: LocalSession) -> None:
+    out = await run(sess, command="echo hello; exit 3")
+    assert out.output == b"hello\n"
+    assert out.exit_code == 3
+    assert not out.timed_out and not out.truncated
+    assert out.exec_time_ms > 0
+
+
+async def test_commands_each_argv_is_one_program(sess: LocalSession) -> None:
+    out = await run(sess, commands=(("echo", "hi there"), ("sh", "-c", "echo two words")))
+    assert out.output == b"hi there\ntwo words\n"
+    assert out.exit_code == 0
+
+
+async def test_commands_stop_at_first_failure(sess: LocalSession) -> None:
+    out = await run(sess, commands=(("echo", "a"), ("sh", "-c", "exit 4"), ("echo", "b")))
+    assert out.output == b"a\n"
+    assert out.exit_code == 4
+    out = await run(sess, commands=(("no-such-program-xyz",),))
+    assert out.exit_code == 127
+
+
+async def test_precedence_command_over_commands_over_code(sess: LocalSession) -> None:
+    out = await run(sess, command="echo c", commands=(("echo", "cs"),), code="print('code')")
+    assert out.output == b"c\n"
+    out = await run(sess, commands=(("echo", "cs"),), code="print('code')")
+    assert out.output == b"cs\n"
+
+
+async def test_code_exit_codes_and_traceback(sess: LocalSession) -> None:
+    assert (await run(sess, code="print(1)")).exit_code == 0
+    assert (await run(sess, code="import sys; sys.exit(5)")).exit_code == 5
+    assert (await run(sess, code="raise SystemExit")).exit_code == 0
+    out = await run(sess, code="def f():\n    raise ValueError('boom')\nf()\n")
+    assert out.exit_code == 1
+    assert b"Traceback" in out.output and b"ValueError: boom" in out.output
+    out = await run(sess, code="import os; os.kill(os.getpid(), 9)")
+    assert out.exit_code == -9
+
+
+async def test_code_runs_as_main_with_code_file(sess: LocalSession) -> None:
+    out = await run(
+        sess, code="import os\nprint(__name__, os.environ['COLLIMATE_CODE_FILE'] == __file__)"
+    )
+    assert out.output == b"__main__ True\n"
+
+
+async def test_merged_output_order(sess: LocalSession) -> None:
+    code = "import sys\nprint('a')\nsys.stderr.write('b\\n')\nprint('c')\nimport os\nos.write(2, b'd\\n')\n"
+    out = await run(sess, code=code)
+    assert out.output == b"a\nb\nc\nd\n"
+    out = await run(sess, command="echo 1; echo 2 >&2; echo 3")
+    assert out.output == b"1\n2\n3\n"
+
+
+async def test_files_are_written_byte_exact(sess: LocalSession) -> None:
+    blob = bytes(range(256)) + b"\x00\x00end-without-newline"
+    out = await run(
+        sess,
+        files=(("data.bin", blob), ("sub/dir/t.txt", b"no newline"), ("/tmp/abs.txt", b"x")),
+        code=(
+            "import hashlib\n"
+            "print(hashlib.sha256(open('data.bin','rb').read()).hexdigest())\n"
+            "print(repr(open('/sandbox/sub/dir/t.txt','rb').read()))\n"
+            "print(open('/tmp/abs.txt').read())\n"
+        ),
+    )
+    import hashlib
+
+    assert out.exit_code == 0, out.output
+    lines = out.output.decode().splitlines()
+    assert lines == [hashlib.sha256(blob).hexdigest(), "b'no newline'", "x"]
+
+
+async def test_files_persist_across_execs(sess: LocalSession) -> None:
+    await run(sess, files=(("keep.txt", b"kept"),), command="true")
+    await run(sess, command="echo more > more.txt; mkdir -p d && echo y > d/y")
+    out = await run(sess, command="cat keep.txt more.txt d/y; pwd; echo $HOME")
+    assert out.output == b"keptmore\ny\n/sandbox\n/sandbox\n"
+
+
+async def test_exec_env_and_template_env(sess: LocalSession) -> None:
+    out = await run(sess, command="echo $FOO-$PATH", env=(("FOO", "bar"),))
+    assert out.output.startswith(b"bar-")
+    out = await run(sess, command="env")
+    env = dict(line.split("=", 1) for line in out.output.decode().splitlines() if "=" in line)
+    assert "COLLIMATE_SEED" in env
+    # nothing leaks from the host environment
+    assert not any(k.startswith(("PYTEST", "VIRTUAL_ENV", "SSH_")) for k in env)
+
+
+async def test_timeout_gives_minus_one_and_message(sess: LocalSession) -> None:
+    t0 = time.monotonic()
+    out = await run(sess, timeout=0.5, command="echo started; sleep 30")
+    assert time.monotonic() - t0 < 5
+    assert out.exit_code == -1 and out.timed_out
+    assert out.output == b"started\ntimeout after 0.5s"
+    out = await run(sess, timeout=1, code="while True: pass")
+    assert out.exit_code == -1
+    assert out.output.endswith(b"timeout after 1.0s")
+    # the session still works
+    assert (await run(sess, command="echo ok")).output == b"ok\n"
+
+
+async def test_python_in_sandbox_and_numpy(sess: LocalSession) -> None:
+    out = await run(
+        sess, code="import numpy, sys; print(numpy.arange(4).sum(), sys.version_info[0])"
+    )
+    assert out.output == b"6 3\n", out.output
+    out = await run(sess, command="python3 -c 'import numpy; print(numpy.ones(3).sum())'")
+    assert out.output == b"3.0\n", out.output
+
+
+async def test_concurrent_execs_in_one_session(sess: LocalSession) -> None:
+    import asyncio
+
+    outs = await asyncio.gather(
+        *[run(sess, code=f"import time; time.sleep(0.3); print({i})") for i in range(4)]
+    )
+    assert [o.output for o in outs] == [f"{i}\n".encode() for i in range(4)]
+
+
+async def test_output_is_captured_without_trailing_newline(sess: LocalSession) -> None:
+    out = await sess.exec(ExecSpec(seed=seed(), command="printf abc"))
+    assert out.output == b"abc"
+
+
+async def test_cancelled_exec_is_killed(sess: LocalSession) -> None:
+    import asyncio
+
+    task = asyncio.create_task(run(sess, command="sleep 0.8; echo late > late.txt", timeout=30))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(1.0)
+    out = await run(sess, command="ls late.txt 2>&1; ls /proc | grep -c '^[0-9]'")
+    assert b"No such file" in out.output

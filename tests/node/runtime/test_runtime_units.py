@@ -1,0 +1,100 @@
+"""Unit tests of the pure parts: the seccomp BPF program and the seed helpers."""
+
+from __future__ import annotations
+
+import errno
+import struct
+
+import pytest
+
+from collimate_rl.node.runtime._sandbox import supervisor as sv
+
+X86 = sv.SYSCALLS["x86_64"]
+
+
+def run_bpf(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
+    """A tiny classic-BPF interpreter for the instructions the generator emits."""
+    ins = [struct.unpack("<HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+    argv = list(args) + [0] * (6 - len(args))
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *argv)
+    acc = 0
+    pc = 0
+    while True:
+        code, jt, jf, k = ins[pc]
+        if code == 0x20:
+            (acc,) = struct.unpack_from("<I", data, k)
+            pc += 1
+        elif code == 0x15:
+            pc += 1 + (jt if acc == k else jf)
+        elif code == 0x35:
+            pc += 1 + (jt if acc >= k else jf)
+        elif code == 0x45:
+            pc += 1 + (jt if acc & k else jf)
+        elif code == 0x06:
+            return k
+        else:  # pragma: no cover
+            raise AssertionError(f"unexpected opcode {code:#x}")
+
+
+ERR = sv.SECCOMP_RET_ERRNO
+ALLOW = sv.SECCOMP_RET_ALLOW
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_filter_shape(arch: str) -> None:
+    prog = sv.build_seccomp_filter(arch)
+    assert len(prog) % 8 == 0 and 0 < len(prog) // 8 < 4096
+    aid = sv._ARCH_IDS[arch]
+    nr = sv.SYSCALLS[arch]
+    assert run_bpf(prog, nr["socket"], aid, (1,)) == ALLOW  # AF_UNIX
+    assert run_bpf(prog, nr["socket"], aid, (2,)) == ERR | errno.EAFNOSUPPORT  # AF_INET
+    assert run_bpf(prog, nr["socket"], aid, (10,)) == ERR | errno.EAFNOSUPPORT  # AF_INET6
+    assert run_bpf(prog, nr["socketpair"], aid, (16,)) == ERR | errno.EAFNOSUPPORT  # NETLINK
+    assert run_bpf(prog, nr["clone"], aid, (17,)) == ALLOW  # plain fork (SIGCHLD)
+    assert run_bpf(prog, nr["clone"], aid, (sv.CLONE_NEWUSER | 17,)) == ERR | errno.EPERM
+    assert run_bpf(prog, nr["clone"], aid, (sv.CLONE_NEWNET,)) == ERR | errno.EPERM
+    assert run_bpf(prog, nr["clone3"], aid) == ERR | errno.ENOSYS
+    for name in (
+        "ptrace",
+        "mount",
+        "unshare",
+        "setns",
+        "bpf",
+        "keyctl",
+        "perf_event_open",
+        "io_uring_setup",
+        "userfaultfd",
+        "open_by_handle_at",
+        "fsopen",
+        "move_mount",
+    ):
+        assert run_bpf(prog, nr[name], aid) == ERR | errno.EPERM, name
+    assert run_bpf(prog, 0, aid) == ALLOW  # read / io_setup
+    other = sv.AUDIT_ARCH_AARCH64 if arch == "x86_64" else sv.AUDIT_ARCH_X86_64
+    assert run_bpf(prog, 0, other) == sv.SECCOMP_RET_KILL_PROCESS
+
+
+def test_x32_is_killed_and_io_ports_denied() -> None:
+    prog = sv.build_seccomp_filter("x86_64")
+    assert run_bpf(prog, 0x40000000 | 1, sv.AUDIT_ARCH_X86_64) == sv.SECCOMP_RET_KILL_PROCESS
+    assert run_bpf(prog, X86["iopl"], sv.AUDIT_ARCH_X86_64) == ERR | errno.EPERM
+    assert run_bpf(prog, X86["ioperm"], sv.AUDIT_ARCH_X86_64) == ERR | errno.EPERM
+
+
+def test_inet_allowed_for_bakes() -> None:
+    prog = sv.build_seccomp_filter("x86_64", allow_inet=True)
+    assert run_bpf(prog, X86["socket"], sv.AUDIT_ARCH_X86_64, (2,)) == ALLOW
+    assert run_bpf(prog, X86["ptrace"], sv.AUDIT_ARCH_X86_64) == ERR | errno.EPERM
+
+
+def test_seed_words_and_timeout_message() -> None:
+    seed = "00" * 31 + "01"
+    words = sv.seed_words(seed)
+    assert len(words) == 8 and words[-1] == 1 and words[0] == 0
+    assert sv._format_timeout(30) == b"timeout after 30.0s"
+    assert sv._format_timeout(0.25) == b"timeout after 0.25s"
+
+
+def test_overlay_option_length_is_bounded() -> None:
+    with pytest.raises(OSError):
+        sv.overlay_options([f"/.collimate/s/abc/u{i}" for i in range(400)], "/x", 1)

@@ -1,0 +1,132 @@
+"""The node package's public surface: exports, CLI flags, small helpers."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import collimate_rl.node as node_pkg
+from collimate_rl.node.core import NodeConfig, build_exec_spec, check_egress
+from collimate_rl.node.errors import NodeError
+from collimate_rl.node.models import ExecRequest, FileSpec
+from collimate_rl.node.server import build_parser, config_from_args, make_runtime
+
+from . import fakes
+
+MODULES = [
+    "collimate_rl.node",
+    "collimate_rl.node.admission",
+    "collimate_rl.node.app",
+    "collimate_rl.node.core",
+    "collimate_rl.node.errors",
+    "collimate_rl.node.local",
+    "collimate_rl.node.models",
+    "collimate_rl.node.server",
+    "collimate_rl.node.sessions",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_exports_exist(name: str) -> None:
+    module = importlib.import_module(name)
+    assert module.__all__, name
+    for export in module.__all__:
+        assert getattr(module, export) is not None, f"{name}.{export}"
+
+
+def test_package_exports() -> None:
+    assert set(node_pkg.__all__) == {"LocalNode", "serve"}
+    from collimate_rl.node.server import serve
+
+    assert node_pkg.serve is serve
+    with pytest.raises(AttributeError):
+        _ = node_pkg.nothing_here
+
+
+def test_parser_defaults_and_flags() -> None:
+    args = build_parser().parse_args([])
+    assert (args.host, args.port, args.socket, args.isolation) == ("127.0.0.1", 8080, None, "auto")
+    args = build_parser().parse_args(
+        [
+            "--socket",
+            "/tmp/x.sock",
+            "--isolation",
+            "none",
+            "--state-dir",
+            "/tmp/s",
+            "--max-inflight",
+            "3",
+            "--queue",
+            "0",
+            "--max-sessions",
+            "9",
+            "--session-ttl",
+            "0",
+            "--pool-size",
+            "0",
+            "--drain-timeout",
+            "2.5",
+        ]
+    )
+    config = config_from_args(args)
+    assert config == NodeConfig(
+        max_inflight=3,
+        queue=0,
+        max_sessions=9,
+        session_ttl=None,
+        pool_size=0,
+        drain_timeout=2.5,
+    )
+    with pytest.raises(SystemExit):
+        config_from_args(build_parser().parse_args(["--max-inflight", "0"]))
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--isolation", "docker"])
+
+
+def test_module_entry_point_usage() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "collimate_rl.node"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2 and "serve" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "collimate_rl.node", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0
+    for flag in ("--socket", "--isolation", "--max-inflight", "--queue", "--session-ttl"):
+        assert flag in proc.stdout
+
+
+def test_make_runtime_from_factory_string(tmp_path: Path) -> None:
+    runtime = make_runtime(
+        "none", state_dir=tmp_path, factory=f"{fakes.__name__}:create_fake_runtime"
+    )
+    assert isinstance(runtime, fakes.FakeRuntime)
+
+
+def test_exec_spec_precedence_and_seed() -> None:
+    spec = build_exec_spec(
+        ExecRequest(
+            command="a", commands=[["b"]], code="c", files=[FileSpec(path="f", content="é")]
+        )
+    )
+    assert (spec.command, spec.commands, spec.code) == ("a", None, None)
+    assert spec.files == (("f", "é".encode()),)
+    spec = build_exec_spec(ExecRequest(commands=[["b", "c d"]], code="c", seed="AA" * 32))
+    assert spec.commands == (("b", "c d"),) and spec.seed == "aa" * 32
+    with pytest.raises(NodeError) as info:
+        build_exec_spec(ExecRequest())
+    assert info.value.code == "bad_request" and info.value.status == 400
+
+
+def test_egress_policy() -> None:
+    check_egress(None)
+    check_egress({"mode": "none"})
+    with pytest.raises(NodeError):
+        check_egress({"preset": "rl-leakage"})

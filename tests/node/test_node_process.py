@@ -1,0 +1,239 @@
+"""The node as a process: ``LocalNode``, drain on SIGTERM, a clean stop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from collimate_rl.node import LocalNode
+
+from . import fakes
+from .conftest import _pick_runtime
+
+
+@pytest.fixture
+def node_kwargs(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """Start the subprocess on the real runtime when the tests use it, else on the fake."""
+    _, kind = _pick_runtime()
+    if kind.startswith("real"):
+        isolation = kind.split(":", 1)[1]
+        return {"isolation": "auto" if isolation == "auto" else isolation}
+    depth = len(fakes.__name__.split("."))
+    root = Path(fakes.__file__).resolve().parents[depth - 1]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    return {
+        "isolation": "none",
+        "extra_args": ("--runtime-factory", f"{fakes.__name__}:create_fake_runtime"),
+    }
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _template(http: httpx.Client) -> str:
+    templates = http.get("/v1/health").json()["templates"]
+    return "python3" if "python3" in templates else templates[0]
+
+
+def test_drain_on_sigterm(node_kwargs: dict[str, object]) -> None:
+    node = LocalNode(drain_timeout=20, pool_size=1, **node_kwargs)  # type: ignore[arg-type]
+    with node:
+        assert node.socket_path is not None and node.workdir is not None
+        socket_path, state_dir = node.socket_path, node.workdir / "state"
+        with node.http() as http:
+            tpl = _template(http)
+            sid = http.post("/v1/sessions", json={"template_id": tpl}).json()["session_id"]
+            other = http.post("/v1/sessions", json={"template_id": tpl}).json()["session_id"]
+            results: list[httpx.Response] = []
+
+            def slow() -> None:
+                with node.http() as own:
+                    results.append(
+                        own.post(
+                            f"/v1/sessions/{sid}/exec",
+                            json={"command": "sleep 2.0731 && echo finished"},
+                        )
+                    )
+
+            worker = threading.Thread(target=slow)
+            worker.start()
+            import time
+
+            time.sleep(0.7)
+            assert node.pid is not None
+            os.kill(node.pid, signal.SIGTERM)
+            time.sleep(0.4)
+            try:
+                refused = http.post("/v1/sessions", json={"template_id": tpl})
+                assert refused.status_code == 503
+                assert refused.json()["error_code"] == "draining"
+                refused = http.post(f"/v1/sessions/{other}/exec", json={"command": "true"})
+                assert refused.json()["error_code"] == "draining"
+                assert http.get("/v1/health").json()["status"] == "draining"
+            except httpx.TransportError:
+                pass  # already gone: connection refused is fine too
+            worker.join(30)
+        assert results and results[0].status_code == 200, results
+        assert results[0].json()["stdout"] == "finished\n"
+        assert node.wait(timeout=30) == 0
+        assert not socket_path.exists()
+        assert not state_dir.exists() or not any(state_dir.iterdir())
+        assert _processes_with("2.0731") == []
+    assert node.workdir is None
+
+
+def test_drain_timeout_bounds_the_wait(node_kwargs: dict[str, object]) -> None:
+    """A drain does not wait past --drain-timeout; cleanup still happens (SIGINT drains too)."""
+    import time
+
+    with LocalNode(drain_timeout=1, pool_size=0, **node_kwargs) as node:  # type: ignore[arg-type]
+        assert node.workdir is not None and node.pid is not None
+        state_dir = node.workdir / "state"
+        with node.http() as http:
+            tpl = _template(http)
+            sid = http.post("/v1/sessions", json={"template_id": tpl}).json()["session_id"]
+
+            def stuck() -> None:
+                with node.http() as own, contextlib.suppress(httpx.TransportError):
+                    own.post(f"/v1/sessions/{sid}/exec", json={"command": "sleep 60.0417"})
+
+            worker = threading.Thread(target=stuck, daemon=True)
+            worker.start()
+            time.sleep(0.7)
+            start = time.monotonic()
+            os.kill(node.pid, signal.SIGINT)
+            assert node.wait(timeout=30) == 0
+            assert time.monotonic() - start < 15
+            worker.join(10)
+        assert not state_dir.exists() or not any(state_dir.iterdir())
+        time.sleep(0.2)
+        assert _processes_with("60.0417") == []
+
+
+def test_local_node_cleans_up_when_body_raises(node_kwargs: dict[str, object]) -> None:
+    seen: dict[str, object] = {}
+    with pytest.raises(ZeroDivisionError), LocalNode(tcp=True, **node_kwargs) as node:  # type: ignore[arg-type]
+        seen["pid"], seen["workdir"] = node.pid, node.workdir
+        with node.http() as http:
+            assert http.get("/v1/health").json()["status"] == "ok"
+            assert node.base_url.startswith("http://127.0.0.1:")
+        1 / 0  # noqa: B018
+    workdir = seen["workdir"]
+    assert isinstance(workdir, Path) and not workdir.exists()
+    pid = seen["pid"]
+    assert isinstance(pid, int)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_local_node_client(node_kwargs: dict[str, object]) -> None:
+    wire = pytest.importorskip("collimate_rl.wire")
+    if not hasattr(wire, "CollimateClient"):
+        pytest.skip("collimate_rl.wire.CollimateClient has not landed")
+    with LocalNode(**node_kwargs) as node:  # type: ignore[arg-type]
+        client = node.client()
+        health = client.health()
+        assert health["status"] == "ok"
+        tpl = "python3" if "python3" in health["templates"] else health["templates"][0]
+        out = client.exec_once(tpl, code="print(6 * 7)")
+        assert _get(out, "stdout") == "42\n"
+        sid = _get(client.create_session(tpl), "session_id")
+        res = client.session_exec(sid, command="echo hi", seed="ab" * 32)
+        assert _get(res, "stdout") == "hi\n" and _get(res, "seed") == "ab" * 32
+        fork = client.fork_session(sid, 2)
+        kids = [_get(child, "session_id") for child in _get(fork, "children")]
+        assert len(kids) == 2
+        assert {_get(s, "session_id") for s in client.list_sessions()} >= {sid, *kids}
+        for one in (sid, *kids):
+            assert _get(client.delete_session(one), "deleted") is True
+        assert _get(client.delete_session(sid), "deleted") is False
+
+
+def _get(obj: object, key: str) -> Any:
+    return obj[key] if isinstance(obj, dict) else getattr(obj, key)
+
+
+def test_stale_socket_is_replaced_and_live_one_refused(tmp_path: Path) -> None:
+    import socket as socket_mod
+
+    from collimate_rl.node.server import bind_unix_socket
+
+    path = tmp_path / "s.sock"
+    first = bind_unix_socket(path)
+    assert oct(path.stat().st_mode & 0o777) == "0o660"
+    with pytest.raises(OSError, match="already listening"):
+        bind_unix_socket(path)
+    first.close()  # the file stays: a stale socket
+    second = bind_unix_socket(path)
+    probe = socket_mod.socket(socket_mod.AF_UNIX)
+    probe.connect(str(path))
+    probe.close()
+    second.close()
+
+
+def _serve_fake(tmp: Path, **env: str) -> subprocess.Popen[str]:
+    depth = len(fakes.__name__.split("."))
+    root = Path(fakes.__file__).resolve().parents[depth - 1]
+    full_env = {**os.environ, "PYTHONPATH": str(root), **env}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "collimate_rl.node",
+            "serve",
+            "--socket",
+            str(tmp / "n.sock"),
+            "--state-dir",
+            str(tmp / "state"),
+            "--runtime-factory",
+            f"{fakes.__name__}:create_fake_runtime",
+        ],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_failed_start_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    proc = _serve_fake(tmp_path, FAKE_RUNTIME_FAIL_START="1")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "collimate serve: RuntimeError_: template host failed" in out
+    assert "Traceback" not in out
+    assert not (tmp_path / "n.sock").exists()
+
+
+def test_sigterm_during_startup_stops_cleanly(tmp_path: Path) -> None:
+    import time
+
+    proc = _serve_fake(tmp_path, FAKE_RUNTIME_START_DELAY="1.5")
+    assert proc.stdout is not None
+    for line in proc.stdout:  # read up to the marker
+        if line.strip() == "fake runtime starting":
+            break
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert not (tmp_path / "n.sock").exists()
+    assert not (tmp_path / "state").exists()
