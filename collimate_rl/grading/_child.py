@@ -1,21 +1,27 @@
 """Part 2 of the shipped harness: the candidate (C) and zygote (Z) processes.
 
-Stdlib only. Z runs this part (with :mod:`._codec`) in a fresh interpreter;
-see :mod:`._harness` for the whole design.
+Stdlib only. Z runs this part (with :mod:`._codec`) in a fresh interpreter,
+once per grade, so it imports only C-level modules (no ``json``/``re``/
+``enum``/``socket``): requests from T arrive as ``marshal`` data (T is
+trusted), answers go back as JSON written by :func:`_to_json` (T parses them
+with ``json``, never with ``marshal``). See :mod:`._harness` for the design.
 """
 
+# ruff: noqa: SIM105  (contextlib would cost the zygote's start-up an import)
 from __future__ import annotations  # collimate: strip
 
-import contextlib
-import json
+import _signal
+import _socket
+import marshal
 import os
-import signal
-import socket
-import struct
 import sys
-import types
 
-from ._codec import decode, encode  # collimate: strip
+from ._codec import Unserializable, decode, encode  # collimate: strip
+
+try:
+    from _json import encode_basestring_ascii as _json_str
+except ImportError:  # pragma: no cover - CPython always has _json
+    from json.encoder import encode_basestring_ascii as _json_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +37,7 @@ MAX_MESSAGE = 32 << 20
 MAX_STDOUT = 8 << 20
 DEFAULT_SEED = "0" * 64
 CANDIDATE_FILE = "candidate.py"
-_PR_SET_PDEATHSIG = 1
+_INT_SIZE = 4  # a C int in SCM_RIGHTS data, on every Linux target
 _PR_SET_DUMPABLE = 4
 
 
@@ -65,12 +71,32 @@ def _safe_repr(value: Any, limit: int = INPUT_CHARS) -> str:
 # --------------------------------------------------------------------------- framing
 
 
-def _frame(obj: Any) -> bytes:
-    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    return struct.pack("!I", len(data)) + data
+def _to_json(value: Any) -> str:
+    """JSON text for codec output and reply dicts (exact builtin types only)."""
+    kind = type(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        return float.__repr__(value)  # the codec tags non-finite floats
+    if kind is str:
+        return str(_json_str(value))
+    if kind is list:
+        return "[" + ",".join([_to_json(item) for item in value]) + "]"
+    if kind is dict:
+        items = [_json_str(key) + ":" + _to_json(item) for key, item in value.items()]
+        return "{" + ",".join(items) + "}"
+    raise Unserializable(f"cannot write {kind.__name__} as JSON")
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+def _frame(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + body
+
+
+def _recv_exact(sock: Any, n: int) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -86,40 +112,49 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
 def _candidate_main(fds: list[int]) -> None:
     """Entry of a candidate process: rewire fds, then serve requests forever."""
     sock_fd, out_w, err_w, in_r = fds
-    with contextlib.suppress(OSError):
+    try:
         os.setpgid(0, 0)
+    except OSError:
+        pass
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     os.dup2(sock_fd, 3)
     os.closerange(4, _max_fd())
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     _seed_like_an_exec()
-    sock = socket.socket(fileno=3)
+    sock = _socket.socket(fileno=3)
     sock.setblocking(True)
     state: dict[str, Any] = {"ns": None}
     while True:
         head = _recv_exact(sock, 4)
         if head is None:
             os._exit(0)
-        body = _recv_exact(sock, struct.unpack("!I", head)[0])
+        body = _recv_exact(sock, int.from_bytes(head, "big"))
         if body is None:
             os._exit(0)
-        request = json.loads(body)
+        request = marshal.loads(body)
         try:
             reply = _serve(request, state)
         except BaseException as exc:  # the candidate's SystemExit and kin are answers too
-            with contextlib.suppress(BaseException):
+            try:
+                _remember_source(state.get("source", ""))
                 import traceback
 
                 traceback.print_exc()
+            except BaseException:
+                pass
             reply = {"ok": False, "kind": "exception", "etype": type(exc).__name__}
             reply["error"] = _describe(exc)
         reply["id"] = request.get("id")
         _flush_std()
         try:
-            sock.sendall(_frame(reply))
+            text = _to_json(reply)
+        except Exception as exc:
+            text = _to_json({"ok": False, "kind": "unserializable", "error": _describe(exc)})
+        try:
+            sock.sendall(_frame(text.encode("utf-8", "surrogatepass")))
         except BaseException:
             os._exit(0)
 
@@ -133,8 +168,10 @@ def _seed_like_an_exec() -> None:
     """
     import random
 
-    with contextlib.suppress(ValueError):
+    try:
         random.seed(int(os.environ.get("COLLIMATE_SEED", ""), 16))
+    except ValueError:
+        pass
 
 
 def _max_fd() -> int:
@@ -146,30 +183,35 @@ def _max_fd() -> int:
 
 def _flush_std() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        with contextlib.suppress(BaseException):
+        try:
             stream.flush()  # type: ignore[union-attr]
+        except BaseException:
+            pass
 
 
 def _remember_source(source: str) -> None:
-    import linecache  # so tracebacks in the candidate's output show its lines
+    # So tracebacks in the candidate's output show its lines. Imported only
+    # when a traceback is printed: linecache pulls in tokenize and re.
+    import linecache
 
     linecache.cache[CANDIDATE_FILE] = (len(source), None, source.splitlines(True), CANDIDATE_FILE)
 
 
 def _load_module(name: str, source: str, prelude: str) -> dict[str, Any]:
-    module = types.ModuleType(name)
+    module = type(sys)(name)
     module.__file__ = CANDIDATE_FILE
     sys.modules[name] = module
     namespace = module.__dict__
     if prelude:
         exec(compile(prelude, "<prelude>", "exec"), namespace)
-    _remember_source(source)
     exec(compile(source, CANDIDATE_FILE, "exec"), namespace)
     return namespace
 
 
 def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     op = request["op"]
+    if op in ("load", "run"):
+        state["source"] = request["source"]
     if op == "load":
         state["ns"] = _load_module(request["module"], request["source"], request["prelude"])
         return {"ok": True}
@@ -186,31 +228,33 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         value = target(*args, **kwargs)
         try:
             data = encode(value)
-            json.dumps(data)
         except Exception as exc:
             return {"ok": False, "kind": "unserializable", "error": _describe(exc)}
         reply = {"ok": True, "value": data}
         if request.get("return_args"):  # so in-place mutations reach the test code
-            with contextlib.suppress(Exception):
-                reply["args_after"] = json.loads(json.dumps(encode(list(args))))
+            try:
+                reply["args_after"] = encode(list(args))
+            except Exception:
+                pass
         return reply
     if op == "run":
-        module = types.ModuleType("__main__")
+        module = type(sys)("__main__")
         module.__file__ = CANDIDATE_FILE
         sys.modules["__main__"] = module
         namespace = module.__dict__
         if request["prelude"]:
             exec(compile(request["prelude"], "<prelude>", "exec"), namespace)
         source = request["source"]
-        _remember_source(source)
         code = 0
         try:
             exec(compile(source, CANDIDATE_FILE, "exec"), namespace)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if exc.code is not None and not isinstance(exc.code, int):
-                with contextlib.suppress(BaseException):
+                try:
                     print(exc.code, file=sys.stderr)
+                except BaseException:
+                    pass
         return {"ok": True, "exit": code}
     raise ValueError(f"unknown op {op!r}")
 
@@ -219,8 +263,11 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _zygote_main(ctl_fd: int) -> None:
-    """Fork a candidate process per request; never touches the exec's stdout."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    """Fork a candidate process per request; never touches the exec's stdout.
+
+    Z exits when T closes the control socket; T also kills it (and every
+    candidate's process group) before printing its verdict.
+    """
     import random  # noqa: F401  (imported once here, re-seeded in every candidate)
 
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -228,27 +275,34 @@ def _zygote_main(ctl_fd: int) -> None:
         os.dup2(devnull, fd)
     os.dup2(ctl_fd, 3)
     os.closerange(4, _max_fd())
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # candidates are reaped by the kernel
-    ctl = socket.socket(fileno=3)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # candidates are reaped by the kernel
+    ctl = _socket.socket(fileno=3)
+    space = _socket.CMSG_SPACE(8 * _INT_SIZE)
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 8)
+            msg, ancdata, _flags, _addr = ctl.recvmsg(16, space)
         except OSError:
             os._exit(0)
         if not msg:
             os._exit(0)
+        fds = []
+        for level, kind, data in ancdata:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                for at in range(0, len(data) - len(data) % _INT_SIZE, _INT_SIZE):
+                    fds.append(int.from_bytes(data[at : at + _INT_SIZE], sys.byteorder))
         pid = os.fork()
         if pid == 0:
             try:
-                _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
                 _candidate_main(list(fds))
             finally:
                 os._exit(0)
-        with contextlib.suppress(OSError):
+        try:
             os.setpgid(pid, pid)
+        except OSError:
+            pass
         for fd in fds:
             os.close(fd)
         try:
-            ctl.sendall(struct.pack("!q", pid))
+            ctl.sendall(pid.to_bytes(8, "big", signed=True))
         except OSError:
             os._exit(0)

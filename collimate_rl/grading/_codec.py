@@ -31,7 +31,6 @@ collimate_rl.grading._codec.Unserializable: cannot send a value of type object
 from __future__ import annotations  # collimate: strip
 
 import binascii
-import json
 import math
 
 TYPE_CHECKING = False
@@ -150,6 +149,8 @@ def decode(data: Any, _depth: int = 0) -> Any:
 
 def dumps(value: Any) -> str:
     """Encode ``value`` to compact JSON text."""
+    import json  # not at the top: the zygote imports this module and must start fast
+
     return json.dumps(encode(value), separators=(",", ":"), allow_nan=False)
 
 
@@ -159,6 +160,8 @@ def loads(text: str | bytes) -> Any:
     Raises:
         CodecError: malformed text (including nesting beyond the stack).
     """
+    import json
+
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:

@@ -36,6 +36,7 @@ from __future__ import annotations  # collimate: strip
 import builtins
 import contextlib
 import json
+import marshal
 import os
 import select
 import signal
@@ -219,7 +220,7 @@ class _Child:
             return Reply("crash", detail="candidate process is gone")
         self.next_id += 1
         message = dict(message, id=self.next_id)
-        pending = {"sock": _frame(message), "in": stdin}
+        pending = {"sock": _frame(marshal.dumps(message)), "in": stdin}
         if not stdin:
             self._close_fd("in")
         deadline = time.monotonic() + max(timeout, 0.0)

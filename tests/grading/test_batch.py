@@ -201,3 +201,26 @@ def test_async_batch_on_the_node(node: Any) -> None:
 
     anyio.run(main)
     assert seen == list(range(1, 7))
+
+
+def test_single_grades_raise_infra_errors_and_keep_task_errors_as_rewards() -> None:
+    from collimate_rl.errors import CollimateTaskError, CollimateTransportError
+
+    class Broken:
+        def __init__(self, exc: BaseException) -> None:
+            self.exc = exc
+
+        def exec_once(self, template_id: str, **kw: Any) -> Any:
+            raise self.exc
+
+    with pytest.raises(CollimateTransportError) as info:
+        grade(Broken(ConnectionRefusedError("refused")), TEMPLATE, "x", SPEC)
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
+    with pytest.raises(CollimateCapacityError):
+        grade(Broken(CollimateCapacityError("full", status=503)), TEMPLATE, "x", SPEC)
+    with pytest.raises(KeyError):  # a bug is neither: it propagates untouched
+        grade(Broken(KeyError("bug")), TEMPLATE, "x", SPEC)
+    task = grade(
+        Broken(CollimateTaskError("disk", exit_code=44, output="no space")), TEMPLATE, "x", SPEC
+    )
+    assert task.reward == 0.0 and not task.infra_error and task.exit_code == 44

@@ -1,0 +1,36 @@
+"""The OpenEnv wire models of a collimate env: text in, text and info out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import Field
+
+__all__ = ["CollimateAction", "CollimateObservation", "CollimateState"]
+
+
+class CollimateAction(Action):  # type: ignore[misc]
+    """One action: the model's completion (a code answer, a shell command, ``submit``)."""
+
+    text: str = Field(description="the completion or command")
+
+
+class CollimateObservation(Observation):  # type: ignore[misc]
+    """What the env shows next, plus the step's info.
+
+    OpenEnv never sends ``Observation.metadata`` to clients, so the env's
+    ``info`` (``task_id``, ``passed``, ``total``, ``seed``, ...; see
+    :mod:`collimate_envs.info`) travels in ``info``.
+    """
+
+    text: str = Field(default="", description="the prompt, feedback or command output")
+    info: dict[str, Any] = Field(default_factory=dict, description="the env's step info")
+
+
+class CollimateState(State):  # type: ignore[misc]
+    """The episode's state: OpenEnv's ``episode_id`` / ``step_count`` plus the env and task."""
+
+    env_id: str = ""
+    task_id: str | None = None
+    done: bool = False
