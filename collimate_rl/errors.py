@@ -149,6 +149,8 @@ ERROR_CODES: Final[dict[str, tuple[int, type[CollimateServerError]]]] = {
     "no_template": (404, CollimateNotFoundError),
     "no_such_session": (404, CollimateNotFoundError),
     "session_busy": (409, CollimateServerError),
+    "template_exists": (409, CollimateServerError),
+    "bake_failed": (422, CollimateServerError),
     "session_gone": (410, CollimateSessionGoneError),
     "payload_too_large": (413, CollimateServerError),
     "internal_error": (500, CollimateServerError),

@@ -208,9 +208,25 @@ class TemplateBakeFailed(GatewayError):
 
 def _no_node_bake(client: Any) -> CollimateUsageError:
     return CollimateUsageError(
-        f"baking a template needs the gateway (GatewayClient); {type(client).__name__} "
-        "has no bake endpoint yet (the local node's POST /v1/templates is planned). "
-        "Use a built-in template id such as 'python3', or connect with an API key"
+        f"{type(client).__name__} cannot bake this: on a node, a bake runs Ready(cmd=...) "
+        "(optionally network=True) over the base template given as `image`; http readiness, "
+        "ports and baked env need the gateway (GatewayClient)"
+    )
+
+
+def _node_bake_op(
+    client: Any, *, name: str, image: str, ready: Ready | None, width: int
+) -> Op[_HandleInfo]:
+    """The local node's bake (``POST /v1/templates``): synchronous, so live on return."""
+    if not hasattr(client, "bake_template") or ready is None or not ready.cmd:
+        raise _no_node_bake(client)
+    if ready.http or ready.ports or ready.env:
+        raise _no_node_bake(client)
+    yield ClientCall(
+        "bake_template", (name, [ready.cmd]), {"base": image, "network": ready.network}
+    )
+    return _HandleInfo(
+        id=name, name=name, image=image, declared=width, bake_mode="built", on_node=True
     )
 
 
@@ -232,6 +248,7 @@ class _HandleInfo:
     image: str = ""
     declared: int = 0
     bake_mode: str = ""
+    on_node: bool = False  # a local-node template: baked synchronously, live once it exists
 
 
 def _backfill(status: TemplateStatus, info: _HandleInfo) -> TemplateStatus:
@@ -246,6 +263,19 @@ def _backfill(status: TemplateStatus, info: _HandleInfo) -> TemplateStatus:
 
 
 def _status_op(info: _HandleInfo) -> Op[TemplateStatus]:
+    if info.on_node:
+        known = yield ClientCall("templates", ())
+        live = info.id in list(known)
+        return TemplateStatus(
+            id=info.id,
+            name=info.name or info.id,
+            image=info.image,
+            phase="Live" if live else "Failed",
+            declared=info.declared,
+            converge_state="converged" if live else "converging",
+            bake_mode=info.bake_mode,
+            error="" if live else f"template {info.id!r} is not on this node",
+        )
     resp = yield ClientCall("get_template", (info.id,))
     return _backfill(TemplateStatus.from_response(resp), info)
 
@@ -294,7 +324,7 @@ def _bake_op(
     client: Any, *, name: str, image: str, ready: Ready | None, width: int, cold_fraction: int
 ) -> Op[_HandleInfo]:
     if not _is_gateway(client):
-        raise _no_node_bake(client)
+        return (yield from _node_bake_op(client, name=name, image=image, ready=ready, width=width))
     resp = yield ClientCall(
         "create_template",
         (),
@@ -426,7 +456,14 @@ class _HandleBase:
         return f"{type(self).__name__}(id={self.id!r}, declared={self.declared})"
 
     def _info(self) -> _HandleInfo:
-        return _HandleInfo(self.id, self.name, self.image, self.declared, self.bake_mode)
+        return _HandleInfo(
+            self.id,
+            self.name,
+            self.image,
+            self.declared,
+            self.bake_mode,
+            on_node=not _is_gateway(self.client),
+        )
 
 
 class TemplateHandle(_HandleBase):
@@ -540,7 +577,7 @@ class Template:
     @staticmethod
     def status(client: Any, template_id: str) -> TemplateStatus:
         """One status read of ``template_id``."""
-        return drive(_status_op(_HandleInfo(template_id)), client)
+        return drive(_status_op(_HandleInfo(template_id, on_node=not _is_gateway(client))), client)
 
     @staticmethod
     def attach(client: Any, template_id: str) -> TemplateHandle:
@@ -570,7 +607,9 @@ class AsyncTemplate:
     @staticmethod
     async def status(client: Any, template_id: str) -> TemplateStatus:
         """See :meth:`Template.status`."""
-        return await adrive(_status_op(_HandleInfo(template_id)), client)
+        return await adrive(
+            _status_op(_HandleInfo(template_id, on_node=not _is_gateway(client))), client
+        )
 
     @staticmethod
     async def attach(client: Any, template_id: str) -> AsyncTemplateHandle:

@@ -61,6 +61,11 @@ def completion_text(completion: Any) -> str:
     return "" if completion is None else str(completion)
 
 
+def _is_column(value: Any, n: int) -> bool:
+    """A dataset column TRL passed: one value per completion (not a string)."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == n
+
+
 class _Rows:
     """One call's arguments, translated into what ``grade_batch`` takes."""
 
@@ -79,7 +84,7 @@ class _Rows:
         self.specs: list[Any] = []
         self.seeds: list[str | None] = []
         for i in range(n):
-            row = {k: v[i] for k, v in columns.items() if isinstance(v, Sequence) and len(v) == n}
+            row = {k: v[i] for k, v in columns.items() if _is_column(v, n)}
             spec, seed = spec_and_seed(
                 self.config,
                 ground_truth_of(row.get(ground_truth_key), row),

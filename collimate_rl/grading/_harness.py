@@ -67,33 +67,103 @@ _ZYGOTE_BOOT = (
 )
 
 
+ZYGOTE_FD_ENV = "COLLIMATE_ZYGOTE_FD"
+_FACTORY_TIMEOUT = 5.0
+
+
+def _marshal_tag() -> str:
+    # the node's factory.marshal_tag(): code objects only travel within one build
+    return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+
+
+def _factory_spawn(boot_r: int, child_fd: int) -> tuple[int, bool] | None:
+    """Ask the node's pristine factory for a warm Z; (pid, marshal ok) or None.
+
+    The factory (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks a
+    process that never saw any request, so it is as clean as a fresh
+    interpreter, minus the start-up. Any failure means "use the fallback".
+    The fd is closed either way: nothing T starts may inherit it.
+    """
+    text = os.environ.pop(ZYGOTE_FD_ENV, None)
+    if not text:
+        return None
+    try:
+        fd = int(text)
+        sock = socket.socket(fileno=fd)
+    except (ValueError, OSError):
+        return None
+    devnull = -1
+    try:
+        if sock.type != socket.SOCK_SEQPACKET:
+            return None
+        sock.settimeout(_FACTORY_TIMEOUT)
+        request = {
+            "op": "spawn",
+            "seed": os.environ.get("COLLIMATE_SEED", ""),
+            "env": dict(os.environ),
+            "code": "marshal",
+            "tag": _marshal_tag(),
+        }
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        fds = [boot_r, devnull, devnull, child_fd]
+        socket.send_fds(sock, [json.dumps(request).encode("utf-8")], fds)
+        reply = json.loads(sock.recv(65536) or b"null")
+        if type(reply) is not dict or reply.get("ok") is not True:
+            return None
+        pid = reply.get("pid")
+        if type(pid) is not int or pid <= 1:
+            return None
+        return pid, reply.get("marshal") is True
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+        if devnull >= 0:
+            os.close(devnull)
+
+
 class _Zygote:
-    """T's handle on Z: a *fresh interpreter* (fork, then exec) running the child part.
+    """T's handle on Z, a process that never saw the request, running the child part.
 
     Not a plain fork of T: a runtime may still hold the exec request, files
     included, in the exec process's memory (the local node does, in its exec
     child's frames), and a forked zygote would hand that to the candidate.
+    Z is a warm process from the node's pristine factory when the exec has
+    one (``COLLIMATE_ZYGOTE_FD``), else a *fresh interpreter* (fork, then
+    exec). ``code`` is the child part compiled (T compiled it anyway); it
+    travels as ``marshal`` data when Z runs the same interpreter build.
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, code: Any = None) -> None:
         parent, child = socket.socketpair()
         boot_r, boot_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                devnull = os.open(os.devnull, os.O_RDWR)
-                os.dup2(boot_r, 0)
-                os.dup2(devnull, 1)
-                os.dup2(devnull, 2)
-                os.dup2(child.fileno(), 3)
-                os.set_inheritable(3, True)
-                os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
-            finally:
-                os._exit(127)
+        warm = _factory_spawn(boot_r, child.fileno())
+        if warm is not None:
+            pid, use_marshal = warm
+            self.warm = True
+        else:
+            use_marshal = False
+            self.warm = False
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    devnull = os.open(os.devnull, os.O_RDWR)
+                    os.dup2(boot_r, 0)
+                    os.dup2(devnull, 1)
+                    os.dup2(devnull, 2)
+                    os.dup2(child.fileno(), 3)
+                    os.set_inheritable(3, True)
+                    os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
+                finally:
+                    os._exit(127)
         child.close()
         os.close(boot_r)
+        if use_marshal and code is not None:
+            program = marshal.dumps(code)
+        else:
+            program = (source + "\n_zygote_main(3)\n").encode("utf-8")
         with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
-            pipe.write((source + "\n_zygote_main(3)\n").encode("utf-8"))
+            pipe.write(program)
         self.pid = pid
         self.ctl = parent
         self.alive = True
@@ -119,8 +189,9 @@ class _Zygote:
             self.ctl.close()
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.waitpid(self.pid, 0)
+        if not self.warm:  # a warm Z is the factory's child (it reaps it)
+            with contextlib.suppress(OSError):
+                os.waitpid(self.pid, 0)
 
 
 # --------------------------------------------------------------------------- T: talking to C

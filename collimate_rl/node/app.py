@@ -55,6 +55,8 @@ from collimate_rl.node.errors import (
     install_error_handlers,
 )
 from collimate_rl.node.models import (
+    BakeRequest,
+    BakeResponse,
     CreateSessionRequest,
     CreateSessionResponse,
     DeleteResponse,
@@ -149,6 +151,18 @@ async def delete_session(session_id: str, node: NodeDep) -> JSONResponse:
 async def exec_in_session(session_id: str, req: ExecRequest, node: NodeDep) -> JSONResponse:
     """Run a command, argv list or code in a session (files written first)."""
     return JSONResponse(await node.exec_in_session(session_id, req))
+
+
+@router.post(
+    "/v1/templates",
+    status_code=201,
+    response_model=BakeResponse,
+    responses=_errors(400, 404, 409, 422, 503),
+    tags=["templates"],
+)
+async def bake_template(req: BakeRequest, node: NodeDep) -> JSONResponse:
+    """Bake setup commands over a base template into a new one (local-node extension)."""
+    return JSONResponse(await node.bake(req), status_code=201)
 
 
 @router.post(

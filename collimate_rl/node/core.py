@@ -24,7 +24,12 @@ from typing import Any
 from collimate_rl import __version__
 from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.errors import NodeError, one_line
-from collimate_rl.node.models import CreateSessionRequest, ExecRequest, OneShotExecRequest
+from collimate_rl.node.models import (
+    BakeRequest,
+    CreateSessionRequest,
+    ExecRequest,
+    OneShotExecRequest,
+)
 from collimate_rl.node.runtime.base import (
     ExecOutcome,
     ExecSpec,
@@ -40,7 +45,10 @@ logger = logging.getLogger("collimate_rl.node")
 
 
 def _default_inflight() -> int:
-    return max(2, os.cpu_count() or 2)
+    # Execs often wait (timeouts, sleeps, I/O) rather than compute, so admit a few
+    # per core: the kernel time-slices CPU-bound ones, and a hanging rollout does not
+    # hold up the rest of its GRPO group.
+    return 4 * max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -58,8 +66,8 @@ class NodeConfig:
     """
 
     max_inflight: int = _default_inflight()
-    queue: int = 64
-    max_sessions: int = 256
+    queue: int = 256
+    max_sessions: int = 4096
     session_ttl: float | None = 600.0
     pool_size: int = 2
     drain_timeout: float = 30.0
@@ -244,6 +252,26 @@ class Node:
             "template_id": rec.template_id,
             "fork_time_ms": fork_ms,
             "create_time_ms": create_ms,
+        }
+
+    async def bake(self, req: BakeRequest) -> dict[str, Any]:
+        """Run ``req.setup`` over ``req.base`` and register the result as a new template."""
+        async with self._work():
+            if req.template_id in self.runtime.templates():
+                raise NodeError("template_exists", f"template {req.template_id!r} already exists")
+            self.sessions.check_template(req.base)
+            start = time.perf_counter()
+            try:
+                await self.runtime.bake(req.template_id, req.base, req.setup, network=req.network)
+            except RuntimeError_ as exc:
+                raise NodeError("bake_failed", str(exc)) from exc
+            except ValueError as exc:
+                raise NodeError("bad_request", one_line(exc)) from exc
+        return {
+            "template_id": req.template_id,
+            "base": req.base,
+            "bake_time_ms": round((time.perf_counter() - start) * 1e3, 3),
+            "templates": sorted(self.runtime.templates()),
         }
 
     async def fork(self, session_id: str, count: int) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 __all__ = [
     "MAX_FORK_COUNT",
     "MAX_TIMEOUT_SECONDS",
+    "BakeRequest",
+    "BakeResponse",
     "CreateSessionRequest",
     "CreateSessionResponse",
     "DeleteResponse",
@@ -215,3 +217,26 @@ class ErrorResponse(_Response):
 
     error: str
     error_code: str
+
+
+class BakeRequest(_Request):
+    """``POST /v1/templates`` (local-node extension): freeze setup commands into a template.
+
+    The commands are the operator's, not a model's: they run once, in a sandbox
+    over ``base``, with network only when ``network`` is true, and their result
+    becomes a read-only layer every session of the new template starts from.
+    """
+
+    template_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    base: str = Field(default="python3", min_length=1, max_length=256)
+    setup: list[str] = Field(min_length=1, max_length=64)
+    network: bool = False
+
+
+class BakeResponse(_Response):
+    """The baked template."""
+
+    template_id: str
+    base: str
+    bake_time_ms: float
+    templates: list[str]

@@ -8,7 +8,7 @@ stops waiting for in-flight work (cleanup still runs).
 
 >>> args = build_parser().parse_args(["--socket", "/tmp/n.sock", "--isolation", "none"])
 >>> args.socket, args.isolation, args.max_sessions
-('/tmp/n.sock', 'none', 256)
+('/tmp/n.sock', 'none', 4096)
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import collimate_envs  # noqa: F401  (registers the collimate/ ids)
 from collimate_envs import info as keys
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.openenv._models import CollimateAction, CollimateObservation, CollimateState
-from collimate_rl.skyrl._rows import AdapterConfig, RowTask, RowTaskSet, crn_key
+from collimate_rl.skyrl import _rows
 
 __all__ = ["CollimateEnvironment"]
 
@@ -47,7 +47,7 @@ class CollimateEnvironment(Environment):  # type: ignore[misc]
         self._row_env = False
         self._state = CollimateState(env_id=env_id)
 
-    def _make(self, row: RowTaskSet | None) -> Any:
+    def _make(self, row: _rows.RowTaskSet | None) -> Any:
         if self._env is not None and not self._row_env and row is None:
             return self._env
         self.close()
@@ -66,16 +66,15 @@ class CollimateEnvironment(Environment):  # type: ignore[misc]
         ground_truth: Any = None,
         prompt: str = "",
         data_source: str = "",
-        crn_key_: str | None = None,
+        crn_key: str | None = None,
         **kwargs: Any,
     ) -> CollimateObservation:
         row = None
         if ground_truth is not None:
-            config = AdapterConfig.resolve(None, overrides=self.env_kwargs)
-            ident = crn_key(None, crn_key_ or kwargs.get("crn_key"), prompt).removeprefix(":")
-            row = RowTaskSet(
-                str(data_source), RowTask.from_ground_truth(ident, prompt, ground_truth, config)
-            )
+            config = _rows.AdapterConfig.resolve(None, overrides=self.env_kwargs)
+            ident = _rows.crn_key(None, crn_key, prompt).removeprefix(":")
+            task = _rows.RowTask.from_ground_truth(ident, prompt, ground_truth, config)
+            row = _rows.RowTaskSet(str(data_source), task)
         env = self._make(row)
         options = {"task_id": task_id} if task_id is not None and row is None else None
         obs, info = env.reset(seed=seed, options=options)

@@ -77,7 +77,11 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
     ``"<data_source>:<crn_key | uid | index | prompt text>"`` (the key the slime
     hooks use too).
 
-    Infrastructure failures raise out of ``step`` (never a 0.0 reward).
+    Infrastructure failures raise out of ``step`` (never a 0.0 reward): SkyRL
+    has no per-trajectory "not a grade" channel, and a silent 0.0 would bias the
+    group's advantages. Opting into ``env_kwargs={"on_infra_error": "flag"}``
+    keeps the trainer alive instead: the step's metadata carries
+    ``infra_error=True`` and the episode's metrics ``collimate_infra_errors``.
     """
 
     default_env_id = "collimate/Code-v0"
@@ -100,6 +104,7 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
         self.ground_truth = self._ground_truth()
         self.env: Any = None
         self.rewards: list[float] = []
+        self.infra_errors = 0
         self.last_info: dict[str, Any] = {}
 
     def _choose_env_id(self) -> str:
@@ -151,6 +156,7 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
         self.env, options = self._make(prompt)
         self.turns = 0
         self.rewards = []
+        self.infra_errors = 0
         obs, info = self.env.reset(options=options)
         self.last_info = dict(info)
         if prompt:
@@ -164,6 +170,7 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.turns += 1
         self.rewards.append(float(reward))
+        self.infra_errors += int(bool(info.get(keys.INFRA_ERROR)))
         self.last_info = dict(info)
         done = bool(terminated or truncated or self.turns >= self.max_turns)
         observations = [] if done or not obs else [{"role": "user", "content": obs}]
@@ -184,6 +191,9 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
         if total:
             metrics["collimate_pass_rate"] = info.get(keys.PASSED, 0) / total
             metrics["collimate_solved"] = float(info.get(keys.PASSED) == total)
+        if self.infra_errors:
+            # only with env_kwargs={"on_infra_error": "flag"}: those 0.0 rewards are not grades
+            metrics["collimate_infra_errors"] = self.infra_errors
         if info.get(keys.SEED_ACK):
             metrics["collimate_seed_ack_verified"] = float(info[keys.SEED_ACK] == "verified")
         return metrics

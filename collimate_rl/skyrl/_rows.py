@@ -37,6 +37,7 @@ __all__ = [
     "AdapterConfig",
     "RowTask",
     "RowTaskSet",
+    "build_spec",
     "crn_key",
     "first_of",
     "get",
@@ -251,6 +252,18 @@ def ground_truth_of(direct: Any, *containers: Any) -> Any:
     )
 
 
+def build_spec(config: AdapterConfig, ground_truth: Any) -> Any:
+    """The reward spec of a ground truth: the one translation every adapter uses."""
+    from collimate_rl.grading import reward_spec_from_ground_truth
+
+    return reward_spec_from_ground_truth(
+        ground_truth,
+        format=config.format,  # type: ignore[arg-type]
+        entry=config.entry,
+        all_or_nothing=config.all_or_nothing,
+    )
+
+
 def spec_and_seed(
     config: AdapterConfig,
     ground_truth: Any,
@@ -262,20 +275,13 @@ def spec_and_seed(
     cache: dict[str, Any] | None = None,
 ) -> tuple[Any, str | None]:
     """A row's reward spec (built once per distinct ground truth in ``cache``) and exec seed."""
-    from collimate_rl.grading import reward_spec_from_ground_truth
-
     try:
         memo = json.dumps(ground_truth, sort_keys=True, default=repr)
     except (TypeError, ValueError):
         memo = repr(ground_truth)
     spec = None if cache is None else cache.get(memo)
     if spec is None:
-        spec = reward_spec_from_ground_truth(
-            ground_truth,
-            format=config.format,  # type: ignore[arg-type]
-            entry=config.entry,
-            all_or_nothing=config.all_or_nothing,
-        )
+        spec = build_spec(config, ground_truth)
         if cache is not None:
             cache[memo] = spec
     seed = row_seed(
@@ -310,15 +316,7 @@ class RowTask:
     def from_ground_truth(
         cls, task_id: str, prompt: str, ground_truth: Any, config: AdapterConfig
     ) -> RowTask:
-        from collimate_rl.grading import reward_spec_from_ground_truth
-
-        spec = reward_spec_from_ground_truth(
-            ground_truth,
-            format=config.format,  # type: ignore[arg-type]
-            entry=config.entry,
-            all_or_nothing=config.all_or_nothing,
-        )
-        return cls(task_id=task_id, prompt=prompt, spec=spec)
+        return cls(task_id=task_id, prompt=prompt, spec=build_spec(config, ground_truth))
 
     def to_reward_spec(self, **options: Any) -> Any:
         return self.spec

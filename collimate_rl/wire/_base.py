@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -97,6 +97,25 @@ class SyncClientBase(ClientBase):
     def _send(self, req: Request) -> RawResponse:
         return sync_send(self._http, self.base, req)
 
+    def env(
+        self,
+        ref: str,
+        *,
+        width: int | None = None,
+        name: str | None = None,
+        ready: Any = None,
+        env: Any = None,
+        secrets: Any = None,
+    ) -> Any:
+        """An environment (template + declared width) as a context manager that releases it.
+
+        Delegates to :func:`collimate_rl.templates.environment`, imported on use so the
+        wire layer does not depend on the layer above it.
+        """
+        from collimate_rl.templates import environment
+
+        return environment(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
+
     def close(self) -> None:
         """Close the pooled connections (idempotent)."""
         self._http.close()
@@ -124,6 +143,23 @@ class AsyncClientBase(ClientBase):
 
     async def _send(self, req: Request) -> RawResponse:
         return await async_send(self._http, self.base, req)
+
+    async def env(
+        self,
+        ref: str,
+        *,
+        width: int | None = None,
+        name: str | None = None,
+        ready: Any = None,
+        env: Any = None,
+        secrets: Any = None,
+    ) -> Any:
+        """The async twin of :meth:`SyncClientBase.env` (returns an ``AsyncEnv``)."""
+        from collimate_rl.templates import environment_async
+
+        return await environment_async(
+            self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets
+        )
 
     async def aclose(self) -> None:
         """Close the pooled connections (idempotent)."""

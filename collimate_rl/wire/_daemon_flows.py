@@ -164,6 +164,24 @@ def exec_once(
     return (yield from _exec(ctx, "/v1/exec", body))
 
 
+def bake_template(
+    ctx: CallContext,
+    template_id: str,
+    setup: Sequence[str],
+    base: str,
+    network: bool,
+    timeout: float | None,
+) -> Flow[dict[str, Any]]:
+    """``POST /v1/templates`` (our node's extension; not idempotent)."""
+    path_id(template_id, "template_id")
+    if isinstance(setup, str) or not setup or not all(isinstance(c, str) for c in setup):
+        raise CollimateUsageError("setup must be a non-empty list of shell commands")
+    body = {"template_id": template_id, "base": base, "setup": list(setup), "network": network}
+    wait = max(ctx.timeout, timeout or 0.0)
+    req = Request("POST", "/v1/templates", body, idempotent=False, timeout=wait)
+    return _as_dict((yield from call(ctx, req)))
+
+
 def fork_session(ctx: CallContext, session_id: str, count: int) -> Flow[ForkResponse]:
     """``POST /v1/sessions/{id}/fork`` (our node's extension; all-or-nothing, not idempotent)."""
     path = f"/v1/sessions/{path_id(session_id)}/fork"

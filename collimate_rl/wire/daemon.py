@@ -206,6 +206,22 @@ class CollimateClient(SyncClientBase):
         """Fork a session ``count`` ways (all or nothing); children keep its files."""
         return self._run(_d.fork_session(self._ctx(), session_id, count))
 
+    def bake_template(
+        self,
+        template_id: str,
+        setup: Sequence[str],
+        *,
+        base: str = "python3",
+        network: bool = False,
+        timeout: float | None = 900.0,
+    ) -> dict[str, Any]:
+        """Bake ``setup`` commands over ``base`` into a new template (our local node's extension).
+
+        The commands run once, as the operator's, with network only if ``network``;
+        every session of the new template starts from their result.
+        """
+        return self._run(_d.bake_template(self._ctx(), template_id, setup, base, network, timeout))
+
 
 class AsyncCollimateClient(AsyncClientBase):
     """The async twin of :class:`CollimateClient` (same arguments and methods).
@@ -332,3 +348,17 @@ class AsyncCollimateClient(AsyncClientBase):
     async def fork_session(self, session_id: str, count: int) -> ForkResponse:
         """See :meth:`CollimateClient.fork_session`."""
         return await self._run(_d.fork_session(self._ctx(), session_id, count))
+
+    async def bake_template(
+        self,
+        template_id: str,
+        setup: Sequence[str],
+        *,
+        base: str = "python3",
+        network: bool = False,
+        timeout: float | None = 900.0,
+    ) -> dict[str, Any]:
+        """See :meth:`CollimateClient.bake_template`."""
+        return await self._run(
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout)
+        )

@@ -204,3 +204,15 @@ def test_a_row_without_ground_truth_or_task_uses_the_env_task_set(socket_path: s
     chat, info = env.init([])
     assert info["task_id"] == "basic/count-vowels" and "vowel" in chat[0]["content"].lower()
     env.close()
+
+
+def test_flagged_infra_errors_show_in_metadata_and_metrics(tmp_path: Any) -> None:
+    config = {
+        "unix_socket": str(tmp_path / "no-node.sock"),
+        "timeout_seconds": 2,
+        "env_kwargs": {"on_infra_error": "flag"},
+    }
+    env = skyrl_gym.make("collimate_code", env_config=config, extras=row())
+    (out,) = rollout(env, [GOOD])
+    assert out["metadata"]["infra_error"] is True and out["reward"] == 0.0
+    assert env.get_metrics()["collimate_infra_errors"] == 1

@@ -71,3 +71,8 @@ def test_bad_rows_are_errors_not_none(socket_path: str) -> None:
 
 def test_empty_batch() -> None:
     assert make_reward_func()(prompts=[], completions=[]) == []
+
+
+def test_string_kwargs_are_not_columns(socket_path: str) -> None:
+    func = make_reward_func(unix_socket=socket_path)
+    assert call(func, [GOOD, BAD], note="ab") == [1.0, 0.0]

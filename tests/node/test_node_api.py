@@ -130,3 +130,38 @@ def test_egress_policy() -> None:
     check_egress({"mode": "none"})
     with pytest.raises(NodeError):
         check_egress({"preset": "rl-leakage"})
+
+
+# -- the bake extension (POST /v1/templates) ---------------------------------------------
+
+
+def test_bake_creates_a_template_sessions_start_from() -> None:
+    import secrets
+
+    import httpx
+
+    from collimate_rl.node import LocalNode
+
+    # A private node: baking changes the node's template list.
+    with LocalNode() as node:
+        http = node.http()
+        name = "baked-" + secrets.token_hex(3)
+        resp = http.post(
+            "/v1/templates",
+            json={"template_id": name, "setup": ["echo from-the-bake > /sandbox/marker.txt"]},
+        )
+        assert resp.status_code == 201, resp.text
+        assert name in resp.json()["templates"]
+        client = node.client()
+        assert name in client.templates()
+        out = client.exec_once(name, command="cat marker.txt")
+        assert out["stdout"] == "from-the-bake\n"
+        again = http.post("/v1/templates", json={"template_id": name, "setup": ["true"]})
+        assert (again.status_code, again.json()["error_code"]) == (409, "template_exists")
+        failed = http.post("/v1/templates", json={"template_id": name + "x", "setup": ["exit 3"]})
+        assert (failed.status_code, failed.json()["error_code"]) == (422, "bake_failed")
+        unknown = http.post(
+            "/v1/templates", json={"template_id": name + "y", "base": "nope", "setup": ["true"]}
+        )
+        assert (unknown.status_code, unknown.json()["error_code"]) == (404, "no_template")
+        assert isinstance(http, httpx.Client)

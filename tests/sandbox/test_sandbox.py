@@ -443,3 +443,22 @@ def test_default_client_comes_from_connect(monkeypatch: pytest.MonkeyPatch) -> N
     with Sandbox("python3") as box:
         assert box.exec(command="echo via-connect").stdout == "via-connect\n"
     box.client.close()
+
+
+def test_template_bake_on_the_local_node() -> None:
+    """`Template.bake` on a node client goes through the node's bake extension."""
+    import secrets
+
+    from collimate_rl.node import LocalNode
+    from collimate_rl.templates import Ready, Template
+
+    with LocalNode() as node:
+        client = node.client()
+        name = "tb-" + secrets.token_hex(3)
+        handle = Template.bake(
+            client, name=name, image="python3", ready=Ready(cmd="echo hi > greeting.txt"), width=4
+        )
+        status = handle.wait(timeout=30)
+        assert status.converged and status.phase == "Live"
+        with Sandbox(name, client=client) as box:
+            assert box.exec(command="cat greeting.txt").stdout == "hi\n"

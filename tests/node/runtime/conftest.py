@@ -70,7 +70,9 @@ def require_bwrap() -> None:
         pytest.skip(f"bwrap unusable: {reason}")
 
 
-@pytest.fixture(scope="session")
+# Package scope (not session): anyio keeps its event loop running while an async
+# fixture is alive, which would break later ``anyio.run`` doctests in this process.
+@pytest.fixture(scope="package")
 async def rt(require_bwrap: None) -> AsyncIterator[LocalRuntime]:
     runtime = create_runtime("bwrap", limits=TEST_LIMITS, sandbox_uid=SANDBOX_UID)
     await runtime.start()

@@ -40,6 +40,19 @@ import sys
 import time
 from typing import Any
 
+if __package__:
+    from . import factory as zygote
+else:  # run as a script: ``-I`` keeps our own directory off sys.path
+    import importlib.util as _ilu
+
+    _spec = _ilu.spec_from_file_location(
+        "collimate_factory", os.path.join(os.path.dirname(os.path.abspath(__file__)), "factory.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    zygote = _ilu.module_from_spec(_spec)
+    sys.modules["collimate_factory"] = zygote
+    _spec.loader.exec_module(zygote)
+
 # --------------------------------------------------------------------------
 # Linux constants and thin ctypes wrappers
 # --------------------------------------------------------------------------
@@ -71,6 +84,7 @@ MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
@@ -79,6 +93,10 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECCOMP_MODE_FILTER = 2
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+#: The fd (and the env var naming it) of an exec's connection to the factory.
+ZYGOTE_FD = 4
+ZYGOTE_ENV = "COLLIMATE_ZYGOTE_FD"
 
 #: Paths inside the container (``bwrap`` driver).
 INTERNAL_DIR = "/.collimate"
@@ -631,6 +649,25 @@ def _run_code_inprocess(path: str, env: dict[str, str], sandbox: str) -> int:
     return rc
 
 
+def apply_limits(lim: dict[str, Any]) -> None:
+    """Set the exec's rlimits (soft = hard = the limit, capped by the hard limit)."""
+    import resource
+
+    for res, value in (
+        (resource.RLIMIT_CPU, lim["cpu_seconds"]),
+        (resource.RLIMIT_AS, lim["address_space_bytes"]),
+        (resource.RLIMIT_NPROC, lim["processes"]),
+        (resource.RLIMIT_FSIZE, lim["file_size_bytes"]),
+        (resource.RLIMIT_NOFILE, lim["open_files"]),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            _soft, hard = resource.getrlimit(res)
+            resource.setrlimit(res, (min(value, hard) if hard >= 0 else value, hard))
+
+
 def _run_argv(argv: list[str], env: dict[str, str]) -> int:
     pid = os.fork()
     if pid == 0:
@@ -649,22 +686,43 @@ def _run_argv(argv: list[str], env: dict[str, str]) -> int:
 class ExecJob:
     """Everything the exec child needs (decoded from the request)."""
 
-    def __init__(self, header: dict[str, Any], payload: bytes) -> None:
+    def __init__(self, header: dict[str, Any], payload: bytes | bytearray) -> None:
+        self._raw = payload
         self.seed: str = header["seed"]
         self.timeout: float = float(header["timeout"])
         self.command: str | None = header.get("command")
         self.commands: list[list[str]] | None = header.get("commands")
         self.code: str | None = header.get("code")
         self.env: list[list[str]] = header.get("env") or []
-        self.files: list[tuple[str, bytes]] = []
+        self.files: list[tuple[str, bytes | bytearray]] = []
         pos = 0
         for path, size in header.get("files") or []:
             self.files.append((path, payload[pos : pos + size]))
             pos += size
 
+    def drop_payload(self) -> None:
+        """Zero and forget the request payload (the files' contents).
+
+        Defense in depth only: copies the interpreter made on the way (socket
+        reads, freed buffers) are not zeroed, which is why the factory exists.
+        """
+        for _path, data in self.files:
+            if isinstance(data, bytearray):
+                data[:] = bytes(len(data))
+        self.files = []
+        if isinstance(self._raw, bytearray):
+            self._raw[:] = bytes(len(self._raw))
+        self._raw = b""
+
 
 def exec_child(
-    sv: SessionServer, sock: socket.socket, job: ExecJob, out_w: int, ack_w: int, devnull: int
+    sv: SessionServer,
+    sock: socket.socket,
+    job: ExecJob,
+    out_w: int,
+    ack_w: int,
+    devnull: int,
+    zfd: int = -1,
 ) -> None:  # pragma: no cover - runs in a forked child
     """Runs in the forked exec child; never returns."""
     rc = 126
@@ -679,7 +737,11 @@ def exec_child(
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
         os.dup2(ack_w, 3)
-        os.closerange(4, 1 << 16)
+        if zfd >= 0:  # a connection to the session's factory (see factory.py)
+            os.dup2(zfd, ZYGOTE_FD)
+            os.closerange(ZYGOTE_FD + 1, 1 << 16)
+        else:
+            os.closerange(4, 1 << 16)
         os.set_inheritable(3, False)
         cfg = sv.cfg
         sandbox = sv.sandbox_dir
@@ -694,22 +756,7 @@ def exec_child(
             )
             drop_all_capabilities(sv.cap_last, bounding=False)
             load_seccomp(sv.seccomp)
-        import resource
-
-        lim = cfg["limits"]
-        for res, value in (
-            (resource.RLIMIT_CPU, lim["cpu_seconds"]),
-            (resource.RLIMIT_AS, lim["address_space_bytes"]),
-            (resource.RLIMIT_NPROC, lim["processes"]),
-            (resource.RLIMIT_FSIZE, lim["file_size_bytes"]),
-            (resource.RLIMIT_NOFILE, lim["open_files"]),
-            (resource.RLIMIT_CORE, 0),
-        ):
-            try:
-                resource.setrlimit(res, (value, value))
-            except (ValueError, OSError):
-                _soft, hard = resource.getrlimit(res)
-                resource.setrlimit(res, (min(value, hard) if hard >= 0 else value, hard))
+        apply_limits(cfg["limits"])
         os.umask(0o022)
         os.chdir(sandbox)
         for path, data in job.files:
@@ -722,10 +769,14 @@ def exec_child(
                 _write_all(fd, data)
             finally:
                 os.close(fd)
+            del data
+        job.drop_payload()  # defense in depth only: freed memory is not zeroed
         env = dict(sv.base_env)
         env.update({k: v for k, v in cfg.get("env") or []})
         env.update({k: v for k, v in job.env})
         env["COLLIMATE_SEED"] = job.seed
+        if zfd >= 0:
+            env[ZYGOTE_ENV] = str(ZYGOTE_FD)
         if job.command is not None:
             os.environ.clear()
             os.environ.update(env)
@@ -843,6 +894,113 @@ class SessionServer:
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.base_env: dict[str, str] = dict(cfg.get("base_env") or {})
+        self.factory_pid = 0  # the pristine factory F (factory.py), 0 when none
+        self.factory_ctl: socket.socket | None = None
+
+    # -- the pristine factory F
+    def start_factory(self) -> None:
+        """Fork F; only before this server has read any request (F must be pristine).
+
+        F is never re-created: a later fork of this server could carry earlier
+        requests in its (freed, not zeroed) memory. If F dies, execs get no
+        ``COLLIMATE_ZYGOTE_FD`` and callers fall back to a fresh interpreter.
+        """
+        if not self.isolated or self.factory_pid:
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - F
+            os.close(ready_r)
+            ours.close()
+            self._factory_main(theirs, ready_w)
+        os.close(ready_w)
+        theirs.close()
+        try:
+            ok = os.read(ready_r, 16) == b"ok"
+        finally:
+            os.close(ready_r)
+        if not ok:
+            ours.close()
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return
+        ours.setblocking(False)
+        self.factory_pid = pid
+        self.factory_ctl = ours
+
+    def _factory_main(self, ctl: socket.socket, ready_w: int) -> None:  # pragma: no cover
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            os.setsid()
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            self.close_fds()
+            for fd in (0, 1, 2):
+                os.dup2(self.devnull, fd)
+            # F keeps 0..3 taken (see factory.Factory._child); both fds are > 4
+            os.dup2(ctl.detach(), 3)
+            os.set_inheritable(3, False)
+            os.closerange(4, ready_w)
+            os.closerange(ready_w + 1, 1 << 16)
+            unshare(CLONE_NEWNS)
+            mount(
+                "none",
+                INTERNAL_DIR,
+                "tmpfs",
+                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                "size=4k,mode=0555",
+            )
+            drop_all_capabilities(self.cap_last, bounding=False)
+            prctl(PR_SET_DUMPABLE, 0)
+            load_seccomp(self.seccomp)
+            os.chdir(self.sandbox_dir)
+            factory = zygote.Factory(socket.socket(fileno=3), self._prepare_spawned)
+            os.write(ready_w, b"ok")
+            os.close(ready_w)
+        except BaseException:
+            os._exit(1)
+        try:
+            factory.serve()
+        finally:
+            os._exit(0)
+
+    def _prepare_spawned(self, seed: str, extra: dict[str, str]) -> None:  # pragma: no cover
+        """In a process F spawned: the exec's limits, cwd, env and seeding."""
+        apply_limits(self.cfg["limits"])
+        os.umask(0o022)
+        os.chdir(self.sandbox_dir)
+        env = dict(self.base_env)
+        env.update({k: v for k, v in self.cfg.get("env") or []})
+        env.update(extra)
+        env.pop(ZYGOTE_ENV, None)
+        env["COLLIMATE_SEED"] = seed
+        os.environ.clear()
+        os.environ.update(env)
+        apply_python_seed(seed)
+
+    def _factory_conn(self) -> socket.socket | None:
+        """A new connection to F for one exec (its end for the exec), or None."""
+        if not self.factory_pid or self.factory_ctl is None:
+            return None
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            socket.send_fds(self.factory_ctl, [b"c"], [theirs.fileno()])
+        except OSError:  # F is gone or wedged: never block the server on it
+            mine.close()
+            return None
+        finally:
+            theirs.close()
+        return mine
+
+    def _factory_died(self) -> None:
+        self.factory_pid = 0
+        if self.factory_ctl is not None:
+            self.factory_ctl.close()
+            self.factory_ctl = None
 
     # -- fds a forked exec child must not keep
     def close_fds(self) -> None:
@@ -850,6 +1008,8 @@ class SessionServer:
             conn.sock.close()
         for ex in self.execs.values():
             ex.conn.close()
+        if self.factory_ctl is not None:
+            self.factory_ctl.close()
         self.lsock.close()
         try:
             self.sel.close()
@@ -953,6 +1113,7 @@ class SessionServer:
             self._drop_conn(conn)
             return
         conn.buf += data
+        del data
         while True:
             if conn.header is None:
                 if len(conn.buf) < 4:
@@ -965,7 +1126,8 @@ class SessionServer:
             plen = int(conn.header.get("payload_len", 0))
             if len(conn.buf) < plen:
                 return
-            payload = bytes(conn.buf[:plen])
+            payload = conn.buf[:plen]
+            conn.buf[:plen] = bytes(plen)  # zero our copy of the request's files
             header = conn.header
             self._drop_conn(conn, close=False)
             conn.sock.setblocking(True)
@@ -980,7 +1142,9 @@ class SessionServer:
         finally:
             sock.close()
 
-    def _handle(self, sock: socket.socket, header: dict[str, Any], payload: bytes) -> None:
+    def _handle(
+        self, sock: socket.socket, header: dict[str, Any], payload: bytes | bytearray
+    ) -> None:
         op = header.get("op")
         try:
             if op == "exec":
@@ -1020,9 +1184,21 @@ class SessionServer:
     def _start_exec(self, sock: socket.socket, job: ExecJob) -> None:
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         ack_r, ack_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
+        zconn = self._factory_conn()
+        zfd = zconn.fileno() if zconn is not None else -1
+        if 0 <= zfd <= ZYGOTE_FD:  # the child dup2s onto 0..4 first (never the case)
+            zfd = -1
+        try:
+            pid = os.fork()
+        except BaseException:
+            if zconn is not None:
+                zconn.close()
+            raise
         if pid == 0:  # pragma: no cover
-            exec_child(self, sock, job, out_w, ack_w, self.devnull)
+            exec_child(self, sock, job, out_w, ack_w, self.devnull, zfd)
+        if zconn is not None:
+            zconn.close()
+        job.drop_payload()
         os.close(out_w)
         os.close(ack_w)
         os.set_blocking(out_r, False)
@@ -1105,6 +1281,8 @@ class SessionServer:
                 continue
             if pid == 0:
                 return
+            if pid == self.factory_pid:
+                self._factory_died()
             ex = self.execs.get(pid)
             if ex is not None:
                 ex.status = status
@@ -1115,24 +1293,53 @@ class SessionServer:
         """Kill every other process of the session (we are pid 1) and reap them.
 
         Waits (bounded) until they are gone, so the next exec sees a clean
-        session and the per-session RLIMIT_NPROC count is back to zero.
+        session and the per-session RLIMIT_NPROC count is back to zero. The
+        factory F is spared (and continued, should an exec have stopped it).
         """
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            return  # ESRCH: nothing else alive
+        if not self.factory_pid:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                return  # ESRCH: nothing else alive
+        else:
+            try:
+                os.kill(self.factory_pid, signal.SIGCONT)
+            except OSError:
+                pass
         deadline = time.monotonic() + 2.0
         while True:
+            if self.factory_pid and not self._kill_all_but_factory():
+                return
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             except InterruptedError:
                 continue
+            if pid == self.factory_pid:  # (a zombie holds its pid until reaped here)
+                self._factory_died()
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
             if pid == 0:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.0005)
+
+    def _kill_all_but_factory(self) -> bool:
+        """SIGKILL every process but us and F (``kill(-1)`` would hit F); any left?"""
+        keep = (os.getpid(), self.factory_pid)
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in keep:
+                continue
+            found = True
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+        return found
 
     def _finish(self, ex: _Exec) -> None:
         del self.execs[ex.pid]
@@ -1610,6 +1817,7 @@ class Master:
             gen=0,
         )
         _freeze_heap(collect=False)
+        server.start_factory()  # before this server reads any request
         os.write(w, b"ready\n")
         os.close(w)
         server.serve()

@@ -1,0 +1,261 @@
+"""The pristine factory F: warm, request-free Python processes on demand.
+
+Stdlib only, Python 3.10+, loaded by the supervisor (next to it, in the
+read-only ``/.collimate/sup``) before any session exists; importing it has
+no side effects.
+
+Each isolated session server forks one F right after its session setup,
+*before it reads any request*, so F's memory never held request data. F
+hides ``/.collimate``, drops every capability, sets ``no_new_privs``, loads
+the exec seccomp filter and marks itself non-dumpable (same-uid processes
+cannot read or write its memory; its children inherit that). It then only
+serves spawn commands; the post-exec sweep spares it.
+
+Channels (all ``AF_UNIX``/``SOCK_SEQPACKET``, one message per datagram):
+
+* control (session server -> F): a 1-byte message carrying one fd by
+  SCM_RIGHTS: a new connection, one per exec (its other end is the exec's
+  ``COLLIMATE_ZYGOTE_FD``). F exits when the control socket closes.
+* connection (exec -> F), the spawn protocol. Request: a UTF-8 JSON object
+  ``{"op": "spawn", "seed": <64 hex>, "env": {str: str},
+  "code": "source" | "marshal", "tag": <marshal tag>}`` with 1 to 4 fds by
+  SCM_RIGHTS, which become fds 0, 1, 2, 3 of the new process (missing 1/2:
+  /dev/null). Reply: ``{"ok": true, "pid": N, "marshal": bool}`` or
+  ``{"ok": false, "error": "..."}``. ``marshal`` is true only when the
+  request asked for it and ``tag`` equals F's :func:`marshal_tag`. After the
+  reply the requester writes the program to the new process's fd 0 and
+  closes it: Python source, or with ``marshal`` a ``marshal.dumps`` of a
+  code object.
+
+The new process (a fork of F: warm, pre-imported, never saw a request) is
+the leader of its own session and process group, in the exec's pid
+namespace and uid (the caller may kill it by pid); F reaps it. It closes
+every fd but 0..3, applies the exec's rlimits, ``umask 022``, cwd
+``/sandbox``, env = template env + ``env`` + ``COLLIMATE_SEED``, seeds
+``random`` like a warm exec, then runs the program as ``__main__``, like
+``python -I -S -`` without the start-up. A request F cannot parse gets an
+error reply; a connection that misbehaves (or whose replies would block) is
+dropped, never F.
+"""
+
+# ruff: noqa: SIM105
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import selectors
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+MAX_FDS = 4
+MAX_REQUEST = 1 << 16
+_SEED_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def marshal_tag() -> str:
+    """Code objects marshal compatibly only within one interpreter build."""
+    return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+
+
+#: Sets up the new process: (seed, env) -> None; limits, cwd, env, seeding.
+Prepare = Callable[[str, dict[str, str]], None]
+
+
+class Factory:
+    """F's loop. ``ctl`` is the control socket; ``prepare`` runs in each child."""
+
+    def __init__(self, ctl: socket.socket, prepare: Prepare) -> None:
+        self.ctl = ctl
+        self.prepare = prepare
+        self.conns: dict[int, socket.socket] = {}
+        self.sel = selectors.DefaultSelector()
+        self.space = socket.CMSG_SPACE(MAX_FDS * 4)
+
+    def serve(self) -> None:  # pragma: no cover - runs in F
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+        self.ctl.setblocking(True)
+        self.sel.register(self.ctl, selectors.EVENT_READ, None)
+        while True:
+            try:
+                events = self.sel.select()
+            except InterruptedError:
+                continue
+            for key, _ in events:
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is self.ctl:
+                    self._on_ctl()
+                elif sock.fileno() in self.conns:
+                    self._on_conn(sock)
+
+    def _on_ctl(self) -> None:  # pragma: no cover - runs in F
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(self.ctl, 16, 1)
+        except InterruptedError:
+            return
+        except OSError:
+            msg, fds = b"", []
+        if not msg and not fds:
+            os._exit(0)  # the session server is gone
+        for fd in fds:
+            conn = socket.socket(fileno=fd)
+            conn.setblocking(False)
+            self.conns[conn.fileno()] = conn
+            self.sel.register(conn, selectors.EVENT_READ, None)
+
+    def _drop(self, conn: socket.socket) -> None:  # pragma: no cover - runs in F
+        self.conns.pop(conn.fileno(), None)
+        try:
+            self.sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
+
+    def _on_conn(self, conn: socket.socket) -> None:  # pragma: no cover - runs in F
+        try:
+            msg, fds, flags, _addr = socket.recv_fds(conn, MAX_REQUEST, MAX_FDS)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        try:
+            if not msg and not fds:
+                self._drop(conn)
+                return
+            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                reply: dict[str, Any] = {"ok": False, "error": "request too large"}
+            else:
+                reply = self._spawn(msg, fds)
+        finally:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        try:
+            conn.send(json.dumps(reply).encode())
+        except OSError:  # would block or the peer is gone: drop it, never wait
+            self._drop(conn)
+
+    def _spawn(self, msg: bytes, fds: list[int]) -> dict[str, Any]:  # pragma: no cover
+        try:
+            req = json.loads(msg.decode("utf-8"))
+            if type(req) is not dict or req.get("op") != "spawn":
+                raise ValueError("not a spawn request")
+            seed = req.get("seed")
+            if type(seed) is not str or len(seed) != 64 or not set(seed) <= _SEED_HEX:
+                raise ValueError("seed must be 64 hex characters")
+            env = req.get("env") or {}
+            if type(env) is not dict or not all(
+                type(k) is str and type(v) is str and k and "=" not in k and "\0" not in k + v
+                for k, v in env.items()
+            ):
+                raise ValueError("env must map names to strings")
+            if not 1 <= len(fds) <= MAX_FDS:
+                raise ValueError(f"pass 1 to {MAX_FDS} fds")
+            use_marshal = req.get("code") == "marshal" and req.get("tag") == marshal_tag()
+        except (ValueError, UnicodeDecodeError) as exc:
+            return {"ok": False, "error": f"bad request: {exc}"}
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            return {"ok": False, "error": f"fork: {exc}"}
+        if pid == 0:
+            self._child(fds, seed, dict(env), use_marshal)
+        return {"ok": True, "pid": pid, "marshal": use_marshal}
+
+    def _child(
+        self, fds: list[int], seed: str, env: dict[str, str], use_marshal: bool
+    ) -> None:  # pragma: no cover - runs in the new process; never returns
+        rc = 1
+        try:
+            for sig in (signal.SIGCHLD, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL)
+            # as a fresh interpreter would have them
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            os.setsid()
+            # F keeps 0..2 on /dev/null and the control socket on 3, so every
+            # received fd is >= 4 and these dup2s never clobber one another.
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.set_inheritable(target, True)
+            for sock in [self.ctl, *self.conns.values()]:
+                sock.detach()
+            self.conns.clear()
+            os.closerange(max(len(fds), 3), 1 << 16)
+            self.prepare(seed, env)
+            data = bytearray()
+            while True:
+                chunk = os.read(0, 1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+            if use_marshal:
+                code = marshal.loads(bytes(data))
+            else:
+                code = compile(bytes(data).decode("utf-8", "surrogateescape"), "<stdin>", "exec")
+            del data
+            rc = run_main(code, "<stdin>")
+        except BaseException as exc:
+            try:
+                os.write(2, f"collimate zygote: start failed: {exc!r}\n".encode())
+            except BaseException:
+                pass
+        os._exit(rc)
+
+
+def run_main(code: Any, path: str) -> int:  # pragma: no cover - runs in a sandbox child
+    """Run ``code`` as ``__main__`` with fresh stdio objects; return the exit status."""
+    import builtins
+    import types
+
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr.reconfigure(line_buffering=True)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.argv = ["-"]
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    sys.modules["__main__"] = main
+    rc = 0
+    try:
+        exec(code, main.__dict__)
+    except SystemExit as exc:
+        if exc.code is None:
+            rc = 0
+        elif isinstance(exc.code, int):
+            rc = exc.code & 0xFF
+        else:
+            try:
+                print(exc.code, file=sys.stderr)
+            except Exception:
+                pass
+            rc = 1
+    except BaseException:
+        import traceback
+
+        try:
+            traceback.print_exc()
+        except Exception:
+            pass
+        rc = 1
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    return rc
