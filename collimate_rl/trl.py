@@ -29,7 +29,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from collimate_rl.skyrl._rows import (
+from collimate_rl._adapters import (
     AdapterConfig,
     first_of,
     ground_truth_of,

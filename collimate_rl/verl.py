@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from collimate_rl._adapters import AdapterConfig, first_of, ground_truth_of, spec_and_seed
 from collimate_rl.errors import CollimateUsageError
-from collimate_rl.skyrl._rows import AdapterConfig, first_of, ground_truth_of, spec_and_seed
 
 __all__ = ["compute_score", "compute_score_batch"]
 

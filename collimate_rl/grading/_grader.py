@@ -444,7 +444,7 @@ def _emit(nonce: str, frame: dict[str, Any]) -> None:
 
 
 def _own_source() -> str | None:
-    """The zygote's part of the running program (codec and child), or ``None``."""
+    """The zygote's part of an unsplit program (codec and child, as text), or ``None``."""
     path = globals().get("__file__")
     if not sys.executable or not isinstance(path, str):
         return None
@@ -461,8 +461,11 @@ def main(payload_path: str) -> None:
     """Grade: start the zygote, read and unlink the payload, run, print the frame."""
     started = time.monotonic()
     _prctl(_PR_SET_DUMPABLE, 0)
-    source = _own_source()
-    zygote = _Zygote(source) if source else None
+    code = globals().get("_ZYGOTE_CODE")  # the shipped program's compiled child part
+    try:
+        zygote: _Zygote | None = _Zygote(None if code is not None else _own_source(), code)
+    except OSError:
+        zygote = None
     try:
         payload = json.loads(_read_and_unlink(payload_path))
     except (OSError, ValueError) as exc:
@@ -481,7 +484,7 @@ def main(payload_path: str) -> None:
         seed = DEFAULT_SEED
     frame: dict[str, Any] = {"v": FRAME_VERSION, "passed": 0, "total": 0, "tests": []}
     if zygote is None:
-        # Fail closed: without a fresh interpreter the candidate could inherit secrets.
+        # Fail closed: without a pristine zygote the candidate could inherit secrets.
         frame["error"] = "harness error: cannot start a fresh interpreter for the candidate"
         frame["output_tail"] = ""
         _emit(payload["nonce"], frame)

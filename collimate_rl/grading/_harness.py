@@ -61,14 +61,17 @@ if TYPE_CHECKING:
 
 #: The shipped program is codec, child | harness, grader; Z runs the part before this line.
 ZYGOTE_PART_END = "# collimate: part harness"
+#: A fresh Z reads its program from stdin: b"M" + marshal data, or b"S" + source.
 _ZYGOTE_BOOT = (
-    "import sys\n"
-    "exec(compile(sys.stdin.buffer.read().decode('utf-8'), '<collimate-zygote>', 'exec'))\n"
+    "import sys, marshal\n"
+    "d = sys.stdin.buffer.read()\n"
+    "exec(marshal.loads(d[1:]) if d[:1] == b'M'"
+    " else compile(d[1:].decode('utf-8'), '<collimate-zygote>', 'exec'))\n"
 )
 
 
 ZYGOTE_FD_ENV = "COLLIMATE_ZYGOTE_FD"
-_FACTORY_TIMEOUT = 5.0
+_FACTORY_TIMEOUT = 2.0
 
 
 def _marshal_tag() -> str:
@@ -76,22 +79,25 @@ def _marshal_tag() -> str:
     return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
 
 
-def _factory_spawn(boot_r: int, child_fd: int) -> tuple[int, bool] | None:
-    """Ask the node's pristine factory for a warm Z; (pid, marshal ok) or None.
-
-    The factory (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks a
-    process that never saw any request, so it is as clean as a fresh
-    interpreter, minus the start-up. Any failure means "use the fallback".
-    The fd is closed either way: nothing T starts may inherit it.
-    """
+def _take_factory() -> socket.socket | None:
+    """Take the exec's connection to the node's factory out of the environment."""
     text = os.environ.pop(ZYGOTE_FD_ENV, None)
     if not text:
         return None
     try:
-        fd = int(text)
-        sock = socket.socket(fileno=fd)
+        return socket.socket(fileno=int(text))
     except (ValueError, OSError):
         return None
+
+
+def _factory_spawn(sock: socket.socket, boot_r: int, child_fd: int) -> int | None:
+    """Ask the node's pristine factory for a warm Z running marshal code; its pid or None.
+
+    The factory (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks a
+    process that never saw any request, so it is as clean as a fresh
+    interpreter, minus the start-up. Any failure means "use the fallback".
+    The connection is closed either way: nothing T starts may inherit it.
+    """
     devnull = -1
     try:
         if sock.type != socket.SOCK_SEQPACKET:
@@ -113,7 +119,11 @@ def _factory_spawn(boot_r: int, child_fd: int) -> tuple[int, bool] | None:
         pid = reply.get("pid")
         if type(pid) is not int or pid <= 1:
             return None
-        return pid, reply.get("marshal") is True
+        if reply.get("marshal") is not True:  # another interpreter build: not ours
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            return None
+        return pid
     except (OSError, ValueError):
         return None
     finally:
@@ -134,16 +144,32 @@ class _Zygote:
     travels as ``marshal`` data when Z runs the same interpreter build.
     """
 
-    def __init__(self, source: str, code: Any = None) -> None:
+    def __init__(self, source: str | None, code: Any = None) -> None:
+        if code is None and not source:
+            raise OSError("no zygote program")
         parent, child = socket.socketpair()
         boot_r, boot_w = os.pipe()
-        warm = _factory_spawn(boot_r, child.fileno())
+        factory = _take_factory()  # taken (and closed) in every case
+        warm = None
+        if factory is not None:
+            if code is not None:
+                warm = _factory_spawn(factory, boot_r, child.fileno())
+            factory.close()
+        self.warm = warm is not None
         if warm is not None:
-            pid, use_marshal = warm
-            self.warm = True
+            pid = warm
+            program = marshal.dumps(code)
+        elif not sys.executable:
+            for fd in (boot_r, boot_w):
+                os.close(fd)
+            parent.close()
+            child.close()
+            raise OSError("no interpreter to start")
         else:
-            use_marshal = False
-            self.warm = False
+            if code is not None:
+                program = b"M" + marshal.dumps(code)
+            else:
+                program = b"S" + f"{source}\n_zygote_main(3)\n".encode()
             pid = os.fork()
             if pid == 0:
                 try:
@@ -158,10 +184,6 @@ class _Zygote:
                     os._exit(127)
         child.close()
         os.close(boot_r)
-        if use_marshal and code is not None:
-            program = marshal.dumps(code)
-        else:
-            program = (source + "\n_zygote_main(3)\n").encode("utf-8")
         with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
             pipe.write(program)
         self.pid = pid

@@ -81,23 +81,42 @@ class Frame(NamedTuple):
     raw: dict[str, Any]
 
 
-#: The harness parts, in shipping order; Z runs the first two (see ``_harness``).
+#: The harness parts, in shipping order; Z runs codec + child (see ``_harness``).
 _PARTS = ("_prologue", "_codec", "_child", "_harness", "_grader")
+_ZYGOTE_PARTS = ("_codec", "_child")
+# Z's program ends by serving T; in T (which defines _ZYGOTE_CODE first) it only defines.
+_ZYGOTE_TRAILER = (
+    '\nif __name__ == "__main__" and "_ZYGOTE_CODE" not in globals():\n    _zygote_main(3)\n'
+)
 # A parenthesised intra-package import marked on its first line, through its ")".
 _STRIPPED_BLOCK = re.compile(r"^from \.\w+ import \(  # collimate: strip\n.*?^\)\n", re.M | re.S)
 
 
 @functools.cache
 def _harness_source() -> str:
-    """The in-sandbox program: the parts concatenated, intra-package imports removed."""
+    """The in-sandbox program: the parts concatenated, intra-package imports removed.
+
+    Z's parts (codec and child) ship as one string that T compiles once
+    (``_ZYGOTE_CODE``), executes for itself and hands to Z as ``marshal``
+    data, so Z never compiles anything.
+    """
     here = Path(__file__).parent
-    chunks = []
-    for index, name in enumerate(_PARTS):
+    texts = {}
+    for name in _PARTS:
         text = _STRIPPED_BLOCK.sub("", (here / f"{name}.py").read_text(encoding="utf-8"))
         kept = [ln for ln in text.splitlines() if not ln.rstrip().endswith("# collimate: strip")]
-        if index:
-            chunks.append(f"# collimate: part {name.lstrip('_')}")
-        chunks.append("\n".join(kept))
+        texts[name] = "\n".join(kept)
+    zygote = "\n".join(texts[name] for name in _ZYGOTE_PARTS) + _ZYGOTE_TRAILER
+    chunks = [
+        texts["_prologue"],
+        "# collimate: part zygote",
+        f"_ZYGOTE_SOURCE = {zygote!r}",
+        "_ZYGOTE_CODE = compile(_ZYGOTE_SOURCE, '<collimate-zygote>', 'exec')",
+        "exec(_ZYGOTE_CODE)",
+    ]
+    for name in _PARTS:
+        if name not in _ZYGOTE_PARTS and name != "_prologue":
+            chunks += [f"# collimate: part {name.lstrip('_')}", texts[name]]
     return "\n".join(chunks) + "\n"
 
 

@@ -19,6 +19,13 @@ socket closes the env. Needs openenv-core: install the ``openenv`` extra.
 True
 """
 
+try:
+    import openenv.core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError(
+        "collimate_rl.openenv needs openenv-core: pip install 'collimate-rl[openenv]'"
+    ) from exc
+
 from collimate_rl.openenv._client import CollimateEnvClient
 from collimate_rl.openenv._environment import CollimateEnvironment
 from collimate_rl.openenv._models import CollimateAction, CollimateObservation, CollimateState

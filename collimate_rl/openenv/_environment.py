@@ -11,9 +11,9 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 import collimate_envs  # noqa: F401  (registers the collimate/ ids)
 from collimate_envs import info as keys
+from collimate_rl import _adapters
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.openenv._models import CollimateAction, CollimateObservation, CollimateState
-from collimate_rl.skyrl import _rows
 
 __all__ = ["CollimateEnvironment"]
 
@@ -47,7 +47,7 @@ class CollimateEnvironment(Environment):  # type: ignore[misc]
         self._row_env = False
         self._state = CollimateState(env_id=env_id)
 
-    def _make(self, row: _rows.RowTaskSet | None) -> Any:
+    def _make(self, row: _adapters.RowTaskSet | None) -> Any:
         if self._env is not None and not self._row_env and row is None:
             return self._env
         self.close()
@@ -71,10 +71,10 @@ class CollimateEnvironment(Environment):  # type: ignore[misc]
     ) -> CollimateObservation:
         row = None
         if ground_truth is not None:
-            config = _rows.AdapterConfig.resolve(None, overrides=self.env_kwargs)
-            ident = _rows.crn_key(None, crn_key, prompt).removeprefix(":")
-            task = _rows.RowTask.from_ground_truth(ident, prompt, ground_truth, config)
-            row = _rows.RowTaskSet(str(data_source), task)
+            config = _adapters.AdapterConfig.resolve(None, overrides=self.env_kwargs)
+            ident = _adapters.crn_key(None, crn_key, prompt).removeprefix(":")
+            task = _adapters.RowTask.from_ground_truth(ident, prompt, ground_truth, config)
+            row = _adapters.RowTaskSet(str(data_source), task)
         env = self._make(row)
         options = {"task_id": task_id} if task_id is not None and row is None else None
         obs, info = env.reset(seed=seed, options=options)

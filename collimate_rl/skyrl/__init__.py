@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collimate_rl.skyrl._rows import AdapterConfig
+from collimate_rl._adapters import AdapterConfig
 
 __all__ = ["ENV_IDS", "AdapterConfig", "CollimateCodeEnv", "CollimateEnv", "register"]
 
@@ -77,7 +77,12 @@ def register(ids: list[str] | None = None) -> list[str]:
 def __getattr__(name: str) -> Any:
     # The env classes subclass skyrl_gym's BaseTextEnv: load them (and skyrl_gym) on use.
     if name in ("CollimateEnv", "CollimateCodeEnv"):
-        from collimate_rl.skyrl import _env
+        try:
+            from collimate_rl.skyrl import _env
+        except ImportError as exc:
+            raise ImportError(
+                "collimate_rl.skyrl needs skyrl-gym: pip install 'collimate-rl[skyrl]'"
+            ) from exc
 
         return getattr(_env, name)
     raise AttributeError(f"module 'collimate_rl.skyrl' has no attribute {name!r}")

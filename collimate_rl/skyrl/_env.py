@@ -17,9 +17,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 import collimate_envs  # noqa: F401  (registers the collimate/ ids)
 from collimate_envs import info as keys
-from collimate_rl.errors import CollimateUsageError
-from collimate_rl.seeds import is_valid_seed
-from collimate_rl.skyrl._rows import (
+from collimate_rl._adapters import (
     AdapterConfig,
     RowTask,
     RowTaskSet,
@@ -28,6 +26,8 @@ from collimate_rl.skyrl._rows import (
     ground_truth_of,
     prompt_text,
 )
+from collimate_rl.errors import CollimateUsageError
+from collimate_rl.seeds import is_valid_seed
 
 __all__ = ["CollimateCodeEnv", "CollimateEnv"]
 

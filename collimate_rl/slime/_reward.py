@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from collimate_rl.skyrl._rows import (
+from collimate_rl._adapters import (
     AdapterConfig,
     first_of,
     get,

@@ -118,6 +118,7 @@ def test_config_falls_back_to_collimate_env_vars(monkeypatch: pytest.MonkeyPatch
     assert (config.seed_mode, config.timeout_seconds) == ("crn", 7)
     config = config_from_args(argparse.Namespace(collimate_seed_mode="deterministic"))
     assert config.seed_mode == "deterministic"
+    assert config_from_args(argparse.Namespace(collimate_template_id="py")).template == "py"
 
 
 def test_crn_key_matches_the_skyrl_adapter() -> None:

@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 import collimate_envs
 from collimate_envs import info as keys
 from collimate_envs.shell import ShellEnv
+from collimate_envs.tasks import load_task_set
 from collimate_envs.vector import GroupVectorEnv
 
 
@@ -59,7 +60,9 @@ def test_check_env_default_configuration(env_id: str) -> None:
     env.close()
 
 
-def test_check_env_on_a_given_node(local_node: object, local_client: object, no_leaks: None) -> None:
+def test_check_env_on_a_given_node(
+    local_node: object, local_client: object, no_leaks: None
+) -> None:
     # connect() arguments survive gymnasium's re-making of the env from its spec.
     env = gym.make("collimate/Code-v0", unix_socket=str(local_node.socket_path))  # type: ignore[attr-defined]
     check_env(env.unwrapped)
@@ -242,3 +245,26 @@ def test_no_sessions_after_close_exception_or_gc(local_client: object) -> None:
     envs = None
     gc.collect()
     assert _live_sessions(local_client) == before
+
+
+# -- gymnasium's own vector envs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_gymnasium_vector_envs(mode: str, local_node: object, local_client: object) -> None:
+    # AsyncVectorEnv needs shared_memory=False: Text observations cannot live in shared memory.
+    vector_kwargs = {"shared_memory": False} if mode == "async" else {}
+    envs = gym.make_vec(
+        "collimate/Code-v0",
+        num_envs=2,
+        vectorization_mode=mode,
+        vector_kwargs=vector_kwargs,
+        unix_socket=str(local_node.socket_path),  # type: ignore[attr-defined]
+    )
+    prompts, infos = envs.reset(seed=5)
+    assert len(prompts) == 2 and all(prompts)
+    tasks = {t.task_id: t for t in load_task_set("collimate-basic")}
+    actions = tuple(_fenced(tasks[tid].reference_solution) for tid in infos[keys.TASK_ID])
+    _, rewards, terminated, _, infos = envs.step(actions)
+    assert list(rewards) == [1.0, 1.0] and terminated.all()
+    envs.close()

@@ -79,14 +79,14 @@ async def test_no_leaks_after_heavy_use_and_close(require_bwrap: None, tmp_state
         for k in kids:
             await k.close()
         assert len(list(tmp_state.rglob("*.sock"))) == 1 + 6
-        # 6 live sessions: each is exactly one process (its server); closed
-        # ones are SIGKILLed and reaped asynchronously
+        # 6 live sessions: each is exactly two processes (its server and its
+        # factory); closed ones are SIGKILLed and reaped asynchronously
         for _ in range(100):
             host_pids = procs_of_uid(uid)
-            if len(host_pids) <= 3 + 6:  # bwrap x2 + master + servers
+            if len(host_pids) <= 3 + 2 * 6:  # bwrap x2 + master + servers + factories
                 break
             await asyncio.sleep(0.02)
-        assert len(host_pids) <= 3 + 6, host_pids
+        assert len(host_pids) <= 3 + 2 * 6, host_pids
     finally:
         await rt.close()
     for _ in range(100):

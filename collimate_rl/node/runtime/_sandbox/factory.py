@@ -38,7 +38,7 @@ error reply; a connection that misbehaves (or whose replies would block) is
 dropped, never F.
 """
 
-# ruff: noqa: SIM105
+# ruff: noqa: SIM105, SIM115
 from __future__ import annotations
 
 import json

@@ -576,7 +576,7 @@ def apply_python_seed(seed: str) -> None:
         sys.meta_path.insert(0, _NumpySeeder(words))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -969,7 +969,12 @@ class SessionServer:
             os._exit(0)
 
     def _prepare_spawned(self, seed: str, extra: dict[str, str]) -> None:  # pragma: no cover
-        """In a process F spawned: the exec's limits, cwd, env and seeding."""
+        """In a process F spawned: the exec's limits, cwd, env and seeding.
+
+        It becomes dumpable again (F is not), as a freshly exec'd interpreter
+        would be: its memory is a copy of F's, and /proc/self/mem works.
+        """
+        prctl(PR_SET_DUMPABLE, 1)
         apply_limits(self.cfg["limits"])
         os.umask(0o022)
         os.chdir(self.sandbox_dir)

@@ -116,6 +116,8 @@ class AdapterConfig:
             value = (overrides or {}).get(name)
             if value in (None, ""):
                 value = get(source, prefix + name)
+            if value in (None, "") and name == "template":  # collimate 0.8.0's key
+                value = get(source, prefix + "template_id")
             if value in (None, ""):
                 value = os.environ.get("COLLIMATE_" + name.upper()) or None
             values[name] = default.default if value in (None, "") else value
