@@ -6,6 +6,7 @@ from typing import Any, SupportsFloat
 
 from collimate_envs import info as keys
 from collimate_envs.code import CodeEnv
+from collimate_envs.spaces import printable
 
 __all__ = ["REWARD_MODES", "CodeFeedbackEnv", "format_feedback"]
 
@@ -38,7 +39,7 @@ def format_feedback(result: Any, turn: int, max_turns: int, *, max_chars: int = 
     tail = (result.output_tail or "").strip()
     if tail:
         lines += ["Output (tail):", tail[-1500:]]
-    return "\n".join(lines)[:max_chars]
+    return printable("\n".join(lines)[:max_chars])
 
 
 class CodeFeedbackEnv(CodeEnv):

@@ -14,7 +14,7 @@ from collimate_envs._groups import SessionLedger
 from collimate_envs._seeding import episode_seed
 from collimate_envs._shell_tasks import SHELL_TASKS, ShellTask
 from collimate_envs._tasks import TaskChooser
-from collimate_envs.spaces import completion_space, prompt_space
+from collimate_envs.spaces import completion_space, printable, prompt_space
 
 __all__ = ["SUBMIT", "ShellEnv", "parse_action"]
 
@@ -160,7 +160,7 @@ class ShellEnv(gym.Env[str, str]):
                 self._session, command=arg, timeout_seconds=self.command_timeout
             )
             output = str(resp["stdout"])[-_OUTPUT_TAIL:]
-            obs = f"$ {arg}\n{output}\n[exit {resp['exit_code']}]"
+            obs = printable(f"$ {arg[:_OUTPUT_TAIL]}\n{output}\n[exit {resp['exit_code']}]")
         info[keys.EXIT_CODE] = int(resp["exit_code"])
         self._transcript.append(obs)
         if self._turn >= self.max_turns:

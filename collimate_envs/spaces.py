@@ -22,6 +22,7 @@ __all__ = [
     "MAX_COMPLETION_CHARS",
     "MAX_PROMPT_CHARS",
     "completion_space",
+    "printable",
     "printable_charset",
     "prompt_space",
 ]
@@ -47,3 +48,13 @@ def completion_space(max_length: int = MAX_COMPLETION_CHARS) -> Text:
 def prompt_space(max_length: int = MAX_PROMPT_CHARS) -> Text:
     """The observation space of the code envs: a prompt or a feedback message."""
     return Text(max_length, min_length=0, charset=printable_charset())
+
+
+def printable(text: str, max_length: int = MAX_PROMPT_CHARS) -> str:
+    """``text`` made a member of :func:`prompt_space`: other characters become U+FFFD.
+
+    >>> printable("ok\\x00") == "ok\\ufffd"
+    True
+    """
+    charset = printable_charset()
+    return "".join(c if c in charset else "\ufffd" for c in text[-max_length:])

@@ -150,7 +150,7 @@ ERROR_CODES: Final[dict[str, tuple[int, type[CollimateServerError]]]] = {
     "no_such_session": (404, CollimateNotFoundError),
     "session_busy": (409, CollimateServerError),
     "template_exists": (409, CollimateServerError),
-    "bake_failed": (422, CollimateServerError),
+    "bake_failed": (400, CollimateServerError),
     "session_gone": (410, CollimateSessionGoneError),
     "payload_too_large": (413, CollimateServerError),
     "internal_error": (500, CollimateServerError),

@@ -206,6 +206,11 @@ class TemplateBakeFailed(GatewayError):
         self.template_status = status
 
 
+def _on_node(client: Any) -> bool:
+    """A client of our local node (it bakes synchronously through ``bake_template``)."""
+    return hasattr(client, "bake_template") and not _is_gateway(client)
+
+
 def _no_node_bake(client: Any) -> CollimateUsageError:
     return CollimateUsageError(
         f"{type(client).__name__} cannot bake this: on a node, a bake runs Ready(cmd=...) "
@@ -462,7 +467,7 @@ class _HandleBase:
             self.image,
             self.declared,
             self.bake_mode,
-            on_node=not _is_gateway(self.client),
+            on_node=_on_node(self.client),
         )
 
 
@@ -577,7 +582,7 @@ class Template:
     @staticmethod
     def status(client: Any, template_id: str) -> TemplateStatus:
         """One status read of ``template_id``."""
-        return drive(_status_op(_HandleInfo(template_id, on_node=not _is_gateway(client))), client)
+        return drive(_status_op(_HandleInfo(template_id, on_node=_on_node(client))), client)
 
     @staticmethod
     def attach(client: Any, template_id: str) -> TemplateHandle:
@@ -607,9 +612,7 @@ class AsyncTemplate:
     @staticmethod
     async def status(client: Any, template_id: str) -> TemplateStatus:
         """See :meth:`Template.status`."""
-        return await adrive(
-            _status_op(_HandleInfo(template_id, on_node=not _is_gateway(client))), client
-        )
+        return await adrive(_status_op(_HandleInfo(template_id, on_node=_on_node(client))), client)
 
     @staticmethod
     async def attach(client: Any, template_id: str) -> AsyncTemplateHandle:

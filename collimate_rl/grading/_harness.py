@@ -14,11 +14,16 @@ Processes:
     and prints exactly one result frame, ``COLLIMATE_RESULT <nonce> <json>``,
     as the last thing it does.
 ``Z`` (zygote)
-    a *fresh* interpreter (fork + exec of ``sys.executable -I -S``) that runs
-    only the first two parts, read from a pipe: it never shares memory with
-    the exec process, which may still hold the request. Its stdio is
+    a process that never shared memory with the exec process (which may
+    still hold the request) and runs only the codec and child parts, read
+    from a pipe as the ``marshal`` of ``_ZYGOTE_CODE`` (compiled once, by T):
+    a warm process from the node's pristine factory when the exec has one
+    (``COLLIMATE_ZYGOTE_FD``, see the node runtime README), else a *fresh*
+    interpreter (fork + exec of ``sys.executable -I -S``). Its stdio is
     /dev/null; it forks one ``C`` per request, handing it the socket and pipes
-    ``T`` passed over SCM_RIGHTS.
+    ``T`` passed over SCM_RIGHTS. T takes the factory fd out of its
+    environment and closes it before anything else starts, so neither Z nor
+    C can reach the factory.
 ``C`` (candidate)
     keeps only its private request socket (fd 3) and capture pipes (fds 0/1/2),
     so it can never write to the exec's stdout; loads the candidate and
@@ -28,7 +33,8 @@ Processes:
 
 The candidate never runs in a process that has seen the payload, and nothing
 it prints reaches the exec's output except through the bounded tail in the
-frame. If ``T`` cannot start a fresh ``Z`` it refuses to grade (fail closed).
+frame. If ``T`` can start neither a warm nor a fresh ``Z`` it refuses to grade
+(fail closed).
 """
 
 from __future__ import annotations  # collimate: strip
@@ -117,7 +123,7 @@ def _factory_spawn(sock: socket.socket, boot_r: int, child_fd: int) -> int | Non
         if type(reply) is not dict or reply.get("ok") is not True:
             return None
         pid = reply.get("pid")
-        if type(pid) is not int or pid <= 1:
+        if type(pid) is not int or pid <= 1 or pid == os.getpid():
             return None
         if reply.get("marshal") is not True:  # another interpreter build: not ours
             with contextlib.suppress(OSError):

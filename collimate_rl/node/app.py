@@ -1,4 +1,4 @@
-"""The node's ASGI app: the daemon contract's routes plus the fork extension.
+"""The node's ASGI app: the daemon contract's routes plus the fork and bake extensions.
 
 Routes (all JSON; errors are ``{error, error_code}``):
 
@@ -11,6 +11,8 @@ DELETE   /v1/sessions/{id}             200    404 (``deleted: false``)
 POST     /v1/sessions/{id}/exec        200    400, 404, 410 session_gone, 503
 POST     /v1/sessions/{id}/fork        201    404, 409 session_busy, 410, 503
 POST     /v1/exec, /exec               200    400, 404 no_template, 503
+POST     /v1/templates                 201    400, 404 no_template, 409 template_exists,
+                                              400 bake_failed, 503
 =======  ============================  =====  ==========================================
 
 Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
@@ -25,6 +27,11 @@ times are the whole fork call's). Children see the parent's files as of the
 fork; later writes are private. All or nothing; a session with an exec
 running answers 409 ``session_busy``; children count against the session cap.
 
+The bake extension: ``POST /v1/templates`` with ``{"template_id", "base":
+"python3", "setup": [commands], "network": false}`` runs the operator's setup
+commands once in a sandbox over ``base`` and freezes the result as a new
+template (201 ``{"template_id", "base", "bake_time_ms", "templates"}``).
+
 >>> from collimate_rl.node.runtime.base import Isolation
 >>> class NoRuntime:
 ...     isolation = Isolation.NONE
@@ -33,7 +40,7 @@ running answers 409 ``session_busy``; children count against the session cap.
 >>> app = create_app(NoRuntime())  # type: ignore[arg-type]
 >>> sorted(app.openapi()["paths"])  # doctest: +NORMALIZE_WHITESPACE
 ['/v1/exec', '/v1/health', '/v1/sessions', '/v1/sessions/{session_id}',
- '/v1/sessions/{session_id}/exec', '/v1/sessions/{session_id}/fork']
+ '/v1/sessions/{session_id}/exec', '/v1/sessions/{session_id}/fork', '/v1/templates']
 """
 
 from __future__ import annotations
@@ -157,7 +164,7 @@ async def exec_in_session(session_id: str, req: ExecRequest, node: NodeDep) -> J
     "/v1/templates",
     status_code=201,
     response_model=BakeResponse,
-    responses=_errors(400, 404, 409, 422, 503),
+    responses=_errors(400, 404, 409, 503),
     tags=["templates"],
 )
 async def bake_template(req: BakeRequest, node: NodeDep) -> JSONResponse:

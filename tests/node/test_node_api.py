@@ -159,7 +159,7 @@ def test_bake_creates_a_template_sessions_start_from() -> None:
         again = http.post("/v1/templates", json={"template_id": name, "setup": ["true"]})
         assert (again.status_code, again.json()["error_code"]) == (409, "template_exists")
         failed = http.post("/v1/templates", json={"template_id": name + "x", "setup": ["exit 3"]})
-        assert (failed.status_code, failed.json()["error_code"]) == (422, "bake_failed")
+        assert (failed.status_code, failed.json()["error_code"]) == (400, "bake_failed")
         unknown = http.post(
             "/v1/templates", json={"template_id": name + "y", "base": "nope", "setup": ["true"]}
         )

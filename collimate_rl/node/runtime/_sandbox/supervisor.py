@@ -10,8 +10,26 @@ Process model (``bwrap`` driver)::
       master            fork-server, preloads the template's modules, subreaper
         session server  pid 1 of its own user/pid/net/ipc/mount namespaces,
                         owns a size-limited tmpfs with its overlay layers
+          factory F     forked before the server reads any request; hidden
+                        /.collimate, no capabilities, no_new_privs, seccomp,
+                        non-dumpable; forks warm pristine processes on demand
           exec child    private mount ns with /.collimate hidden, rlimits,
                         no capabilities, no_new_privs, seccomp; runs the exec
+
+The factory (``factory.py``, loaded from next to this file) lets an exec get
+a warm Python process that never saw any request: the exec's files are in
+the exec child's memory (and in the server's), so a fork of either is not
+clean. Every exec gets fd ``ZYGOTE_FD`` (4), named by ``COLLIMATE_ZYGOTE_FD``:
+its own ``SOCK_SEQPACKET`` connection to F (a socketpair the server makes per
+exec and hands to F over their control socket by SCM_RIGHTS). Protocol: one
+JSON request ``{"op": "spawn", "seed", "env", "code": "source"|"marshal",
+"tag"}`` with the new process's fds 0..3 attached; reply ``{"ok", "pid",
+"marshal"}``; then the exec writes the program to the new fd 0 and closes it
+(see ``factory.py``). The post-exec sweep kills every process but the server
+and F. F is never re-created (a fork of a server that has read requests is
+not pristine): if it dies, later execs of the session get no
+``COLLIMATE_ZYGOTE_FD`` and callers fall back to a fresh interpreter. The
+``none`` driver has no F.
 
 A fork of session P into children C1..Cn is done by the master: each child
 joins P's user and mount namespaces (the master owns them), drops P's
@@ -990,6 +1008,13 @@ class SessionServer:
     def _factory_conn(self) -> socket.socket | None:
         """A new connection to F for one exec (its end for the exec), or None."""
         if not self.factory_pid or self.factory_ctl is None:
+            return None
+        try:
+            gone = os.waitpid(self.factory_pid, os.WNOHANG)[0] != 0
+        except ChildProcessError:
+            gone = True
+        if gone:
+            self._factory_died()
             return None
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:

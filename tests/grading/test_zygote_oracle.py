@@ -1,0 +1,141 @@
+"""The oracle's zygote on the real node: warm from the node's factory, still pristine."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from collimate_rl.grading import UnitTestReward, grade
+
+from .conftest import TEMPLATE
+
+#: Prints where the candidate's zygote came from: a fork of the node's warm
+#: template interpreter (its cmdline is the supervisor's) or a fresh ``-c`` one.
+ORIGIN = (
+    "import os\n"
+    "_cmd = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().split(b'\\0')\n"
+    "print('ZYGOTE', 'fresh' if b'-c' in _cmd else 'warm', flush=True)\n"
+)
+ADD = "def add(a, b):\n    return a + b\n"
+SPEC = UnitTestReward(
+    [{"input": [1, 2], "expected": 3}, {"input": [5, 5], "expected": 10}],
+    entry="add",
+    per_test_timeout=2.0,
+)
+
+
+def _origin(tail: str) -> str:
+    return [ln.split()[1] for ln in tail.splitlines() if ln.startswith("ZYGOTE ")][-1]
+
+
+def test_grades_use_a_warm_zygote_from_the_factory(client: Any) -> None:
+    result = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+    assert result.reward == 1.0, result
+    assert _origin(result.output_tail) == "warm"
+
+
+#: Counts copies of the (reversed) argument in the candidate's own memory, read
+#: through /proc/self/mem and, for anonymous mappings, with ctypes; it never
+#: builds the marker itself (first 20 characters, then the rest, compared apart).
+SCANNER = r"""
+import ctypes, os
+
+def _hits(region, head, tail):
+    hits, at = 0, region.find(head)
+    while at >= 0:
+        if region[at + 20 : at + 20 + len(tail)] == tail:
+            hits += 1
+        at = region.find(head, at + 1)
+    return hits
+
+def scan(masked):
+    head, tail = masked[-1:-21:-1].encode(), masked[-21::-1].encode()
+    hits = 0
+    maps = open('/proc/self/maps').read().splitlines()
+    with open('/proc/self/mem', 'rb', 0) as mem:
+        for line in maps:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split('-'))
+            if 'r' not in fields[1] or line.endswith(('[vvar]', '[vsyscall]')):
+                continue
+            try:
+                mem.seek(lo)
+                hits += _hits(mem.read(hi - lo), head, tail)
+            except (OSError, ValueError, OverflowError):
+                pass
+            if len(fields) < 6 or fields[5] == '[heap]':  # anonymous: safe for ctypes
+                hits += _hits(ctypes.string_at(lo, hi - lo), head, tail)
+    return hits
+"""
+
+
+def test_candidate_memory_holds_no_payload_secret(client: Any) -> None:
+    marker = "SECRET-" + secrets.token_hex(16)
+    spec = UnitTestReward([{"input": [1, 2], "expected": marker}], entry="add")
+    code = (
+        ORIGIN
+        + SCANNER
+        + f"print('HITS', scan({marker[::-1]!r}), flush=True)\n"
+        + f"def add(a, b):\n    return 'HITS %d' % scan({marker[::-1]!r})\n"
+    )
+    result = grade(client, TEMPLATE, code, spec, extract=False)
+    assert result.passed == 0 and not result.infra_error, result
+    assert _origin(result.output_tail) == "warm"
+    assert "HITS 0" in result.output_tail and "HITS 1" not in result.output_tail, result
+    assert marker not in result.output_tail
+
+
+KILL_FACTORY = (
+    "import os, signal\n"
+    "_z = os.getppid()\n"
+    "_f = int(open('/proc/%d/stat' % _z).read().rsplit(')', 1)[1].split()[1])\n"
+    "os.kill(_f, signal.SIGKILL)\n"
+)
+
+
+def test_a_candidate_killing_the_factory_only_costs_speed(client: Any) -> None:
+    session = client.create_session(TEMPLATE)["session_id"]
+    try:
+        first = grade(
+            client, TEMPLATE, KILL_FACTORY + ORIGIN + ADD, SPEC, session_id=session, extract=False
+        )
+        assert first.reward == 1.0 and _origin(first.output_tail) == "warm", first
+        for _ in range(2):  # later grades in the session: a fresh interpreter
+            again = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, session_id=session, extract=False)
+            assert again.reward == 1.0 and _origin(again.output_tail) == "fresh", again
+        wrong = grade(
+            client,
+            TEMPLATE,
+            "def add(a, b):\n    return 3\n",
+            SPEC,
+            session_id=session,
+            extract=False,
+        )
+        assert wrong.reward == 0.5
+    finally:
+        client.delete_session(session)
+    # a new session has its own factory again
+    result = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+    assert result.reward == 1.0 and _origin(result.output_tail) == "warm"
+
+
+def test_the_fallback_still_grades_without_a_factory(fake: Any) -> None:
+    # the subprocess double has no COLLIMATE_ZYGOTE_FD: T starts a fresh interpreter
+    result = grade(fake, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+    assert result.reward == 1.0 and _origin(result.output_tail) == "fresh", result
+
+
+def test_another_interpreter_build_compiles_the_shipped_source(
+    client: Any, fake: Any, monkeypatch: Any
+) -> None:
+    from collimate_rl.grading import specs
+
+    monkeypatch.setattr(specs, "_marshal_tag", lambda: "another-build")
+    specs._harness_program.cache_clear()
+    try:
+        assert "another-build" in SPEC.build(ADD).code
+        for where, origin in ((client, "warm"), (fake, "fresh")):
+            result = grade(where, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+            assert result.reward == 1.0 and _origin(result.output_tail) == origin, result
+    finally:
+        specs._harness_program.cache_clear()
