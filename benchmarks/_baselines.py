@@ -23,7 +23,12 @@ from typing import Any
 
 __all__ = ["SubprocessClient", "WarmForkClient"]
 
-_SEED_PRELUDE = "import os, random\nrandom.seed(int(os.environ['COLLIMATE_SEED'], 16))\n"
+# Seed `random` from the exec seed, then run the code file as __main__ (as the node does).
+_BOOT = (
+    "import os, random, runpy, sys\n"
+    "random.seed(int(os.environ['COLLIMATE_SEED'], 16))\n"
+    "runpy.run_path(sys.argv[1], run_name='__main__')\n"
+)
 
 
 def _write_files(root: Path, files: list[dict[str, str]] | None) -> None:
@@ -57,8 +62,8 @@ class SubprocessClient:
             if command is not None:
                 argv = ["/bin/sh", "-c", command]
             else:
-                (root / "main.py").write_text(_SEED_PRELUDE + (code or ""))
-                argv = [self.python, "-S", str(root / "main.py")]
+                (root / "main.py").write_text(code or "")
+                argv = [self.python, "-S", "-c", _BOOT, str(root / "main.py")]
             env = {
                 "COLLIMATE_SEED": seed,
                 "PATH": "/usr/bin:/bin",

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         runners = _runners(client)
         rows = []
         for name, runner in runners.items():
+            print(f"measuring {name} ...", file=sys.stderr, flush=True)
             noop = lambda r=runner: r.exec_once("python3", code="pass", timeout_seconds=10)  # noqa: E731
             graded = lambda r=runner: grade(r, "python3", CANDIDATE, SPEC, timeout_seconds=10)  # noqa: E731
             assert float(graded().reward) == 1.0, f"{name}: the grade is wrong"
