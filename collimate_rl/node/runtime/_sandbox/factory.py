@@ -213,20 +213,32 @@ class Factory:
 
 def run_main(code: Any, path: str) -> int:  # pragma: no cover - runs in a sandbox child
     """Run ``code`` as ``__main__`` with fresh stdio objects; return the exit status."""
-    import builtins
-    import types
-
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     sys.stderr.reconfigure(line_buffering=True)
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     sys.argv = ["-"]
+    return run_as_main(code, path)
+
+
+def run_as_main(code: Any, path: str) -> int:  # pragma: no cover - runs in a sandbox child
+    """Run ``code`` (a code object, or source compiled here) as ``__main__``; return the status.
+
+    The exit status follows CPython's: ``SystemExit`` codes, 1 after an uncaught
+    exception (its traceback printed), atexit handlers run and streams flushed.
+    Shared by warm ``code`` execs (supervisor) and the factory's spawned children.
+    """
+    import builtins
+    import types
+
     main = types.ModuleType("__main__")
     main.__file__ = path
     main.__builtins__ = builtins  # type: ignore[attr-defined]
     sys.modules["__main__"] = main
     rc = 0
     try:
+        if isinstance(code, str):
+            code = compile(code, path, "exec")
         exec(code, main.__dict__)
     except SystemExit as exc:
         if exc.code is None:

@@ -602,7 +602,6 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
 
 
 def _run_code_inprocess(path: str, env: dict[str, str], sandbox: str) -> int:
-    import types
 
     # as a fresh interpreter would have them
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -626,45 +625,7 @@ def _run_code_inprocess(path: str, env: dict[str, str], sandbox: str) -> int:
     if os.path.isdir(user_site):
         extra.append(user_site)
     sys.path[:0] = extra
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = __builtins__  # type: ignore[attr-defined]
-    sys.modules["__main__"] = main
-    rc = 0
-    try:
-        code = compile(source, path, "exec")
-        exec(code, main.__dict__)
-    except SystemExit as exc:
-        if exc.code is None:
-            rc = 0
-        elif isinstance(exc.code, int):
-            rc = exc.code & 0xFF
-        else:
-            try:
-                print(exc.code, file=sys.stderr)
-            except Exception:
-                pass
-            rc = 1
-    except BaseException:
-        import traceback
-
-        try:
-            traceback.print_exc()
-        except Exception:
-            pass
-        rc = 1
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    return rc
+    return int(zygote.run_as_main(source, path))
 
 
 def apply_limits(lim: dict[str, Any]) -> None:
