@@ -6,6 +6,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from collimate_rl.sandbox import Sandbox
+
 __all__ = ["GroupSessions", "SessionLedger"]
 
 
@@ -63,18 +65,7 @@ class GroupSessions:
 
 
 def _fork(client: Any, parent: str, size: int) -> list[str]:
-    if hasattr(client, "fork_session"):  # the local node's fork extension
-        resp = client.fork_session(parent, size)
-    else:  # the gateway's fork endpoint
-        resp = client.fork(parent, count=size)
-    children = resp["children"]
-    ids = [str(c.get("session_id") or c.get("id")) for c in children]
-    if len(ids) != size:
-        for sid in ids:
-            client.delete_session(sid)
-        from collimate_rl.errors import ForkShortError
-
-        raise ForkShortError(
-            f"fork returned {len(ids)} children, wanted {size}", error_code="fork_short"
-        )
-    return ids
+    # The SDK's strict-width fork: the node's extension or the gateway's fork,
+    # chunked, and every child reaped if any part fails.
+    children = Sandbox.adopt(client, parent).fork(size)
+    return [str(child.session_id) for child in children]
