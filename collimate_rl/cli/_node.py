@@ -49,14 +49,18 @@ def templates(args: argparse.Namespace, out: Output) -> int:
 
 
 def sessions(args: argparse.Namespace, out: Output) -> int:
-    """List live sessions (optionally only idle ones); ``--reap`` deletes the listed ones."""
+    """List live sessions (filtered by idle time, template); ``--reap`` deletes the listed ones.
+
+    Exits 1 if a session to reap could not be deleted.
+    """
     if args.idle_over is not None and args.idle_over < 0:
         raise CollimateUsageError("--idle-over must be >= 0 seconds")
     with open_client(args, out.note) as client:
         listed = [
             s
             for s in client.list_sessions()
-            if args.idle_over is None or s.idle_secs >= args.idle_over
+            if (args.idle_over is None or s.idle_secs >= args.idle_over)
+            and (args.template is None or s.template_id == args.template)
         ]
         deleted = (
             {s.session_id: client.delete_session(s.session_id).deleted for s in listed}
@@ -113,6 +117,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--idle-over", type=float, metavar="SECONDS", help="only sessions idle this long"
     )
+    p.add_argument("--template", metavar="ID", help="only sessions of this template")
     p.add_argument("--reap", action="store_true", help="delete the listed sessions")
     p.set_defaults(run=sessions)
     p = sub.add_parser(

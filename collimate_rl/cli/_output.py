@@ -65,6 +65,9 @@ exit codes:
   {INTERRUPTED}  interrupted
   `exec` exits with the sandboxed command's own status instead (124 on timeout)."""
 
+#: Console width when stdout is not a terminal.
+_PIPE_WIDTH: Final = 200
+
 #: Server error codes that mean "your request was wrong" rather than "the node failed".
 _BAD_REQUEST_CODES: Final = frozenset(
     {
@@ -108,6 +111,14 @@ def exit_code_for(exc: BaseException) -> int | None:
     return None
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
 def _hint(code: int) -> str:
     if code == INFRA:
         return (
@@ -129,7 +140,9 @@ class Output:
         self.command = command
         self.json_mode = json_mode
         # Resolved per run (not at import) so redirected/captured streams are honoured.
-        self.out = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+        # Piped output is not wrapped at rich's 80-column default (ids would fold).
+        width = None if sys.stdout.isatty() else _PIPE_WIDTH
+        self.out = Console(file=sys.stdout, highlight=False, soft_wrap=False, width=width)
         self.err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
 
     def emit_json(self, data: Any) -> None:
@@ -154,7 +167,7 @@ class Output:
         for name in columns:
             table.add_column(name, overflow="fold")
         for row in rows:
-            table.add_row(*("-" if cell is None else str(cell) for cell in row))
+            table.add_row(*(_cell(value) for value in row))
         self.out.print(table)
 
     def fail(self, exc: BaseException, code: int) -> None:
