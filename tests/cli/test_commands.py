@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import secrets
+import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -439,3 +443,25 @@ def test_bench_quick_json(cli: Cli) -> None:
 def test_bench_without_the_suite_says_so(cli: Cli) -> None:
     run = cli("bench", "--quick")
     assert run.code == 3 and "collimate_rl.bench" in run.err
+
+
+def test_health_of_a_draining_node_exits_1(cli: Cli) -> None:
+    from collimate_rl.node import LocalNode
+
+    with LocalNode(drain_timeout=20) as node:
+        client = node.client()
+        url = f"unix:{node.socket_path}"
+        assert cli("health", "--url", url).code == 0
+        worker = threading.Thread(
+            target=client.exec_once, args=("python3",), kwargs={"command": "sleep 3"}, daemon=True
+        )
+        worker.start()
+        deadline = time.monotonic() + 30
+        while client.health().running == 0:  # the exec is in flight: the drain must wait for it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert node.pid is not None
+        os.kill(node.pid, signal.SIGTERM)
+        run = cli("health", "--json", "--url", url)
+        assert run.code == 1 and run.json()["status"] == "draining"
+        worker.join(timeout=30)
