@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from collimate_rl.errors import CollimateUsageError
@@ -128,6 +129,74 @@ def _tallies(
     return [TaskTally(tid, n, c, i, p) for tid, (n, c, i, p) in counts.items()]
 
 
+@dataclass
+class _Job:
+    """The rows of one evaluate call and where their outcomes go."""
+
+    rows: Sequence[Completion]
+    tasks: Sequence[Task]
+    digests: Sequence[str]
+    task_set: str
+    log: ResultsLog | None
+    done: dict[int, dict[str, Any]]
+    failed: dict[int, InfraFailure]
+
+    def grade(
+        self,
+        client: Any,
+        todo: Sequence[int],
+        *,
+        template: str,
+        timeout_seconds: float,
+        concurrency: int,
+        prepend_starter: bool,
+        progress: Callable[[int, int], None] | None,
+        recorder: ReplayRecorder | None,
+    ) -> None:
+        """Grade the rows ``todo`` in one batch, recording each outcome as it lands."""
+        specs: dict[str, Any] = {}
+        for i in todo:
+            if self.rows[i].task_id not in specs:
+                specs[self.rows[i].task_id] = self.tasks[i].to_reward_spec()
+
+        def source(i: int) -> str:
+            if prepend_starter:
+                return (self.tasks[i].starter_code or "") + self.rows[i].completion
+            return self.rows[i].completion
+
+        def landed(position: int, result: GradeResult) -> None:
+            self.record(todo[position], result)
+
+        grade_batch(
+            client,
+            template,
+            [source(i) for i in todo],
+            [specs[self.rows[i].task_id] for i in todo],
+            # One seed per task (common random numbers across its samples and across runs).
+            seeds=[
+                seed_from_key(f"{self.task_set}:{self.rows[i].task_id}", SEED_SALT) for i in todo
+            ],
+            timeout_seconds=timeout_seconds,
+            concurrency=concurrency,
+            on_infra_error="zero",
+            progress=progress,
+            extract=not prepend_starter,
+            recorder=recorder,
+            on_result=landed,
+        )
+
+    def record(self, index: int, result: GradeResult) -> None:
+        """A grade is logged at once; an infrastructure failure only reported."""
+        item = self.rows[index]
+        if result.infra_error:
+            self.failed[index] = InfraFailure(index, item.task_id, result.error or "")
+            return
+        row = _row(index, item, self.digests[index], result)
+        self.done[index] = row
+        if self.log is not None:
+            self.log.append(row)
+
+
 @contextlib.contextmanager
 def _client_or_local_node(client: Any) -> Iterator[Any]:
     if client is not None:
@@ -211,40 +280,16 @@ def evaluate(
         if limit is not None:
             todo = todo[:limit]
         if todo:
-            client = stack.enter_context(_client_or_local_node(client))
-            specs: dict[str, Any] = {}
-            for i in todo:
-                if rows[i].task_id not in specs:
-                    specs[rows[i].task_id] = row_tasks[i].to_reward_spec()
-
-            def source(i: int) -> str:
-                if prepend_starter:
-                    return (row_tasks[i].starter_code or "") + rows[i].completion
-                return rows[i].completion
-
-            def landed(position: int, result: GradeResult) -> None:
-                index = todo[position]
-                if result.infra_error:
-                    failed[index] = InfraFailure(index, rows[index].task_id, result.error or "")
-                    return
-                row = _row(index, rows[index], digests[index], result)
-                done[index] = row
-                if log is not None:
-                    log.append(row)
-
-            grade_batch(
-                client,
-                template,
-                [source(i) for i in todo],
-                [specs[rows[i].task_id] for i in todo],
-                seeds=[seed_from_key(f"{tasks.name}:{rows[i].task_id}", SEED_SALT) for i in todo],
+            job = _Job(rows, row_tasks, digests, tasks.name, log, done, failed)
+            job.grade(
+                stack.enter_context(_client_or_local_node(client)),
+                todo,
+                template=template,
                 timeout_seconds=timeout_seconds,
                 concurrency=concurrency,
-                on_infra_error="zero",
+                prepend_starter=prepend_starter,
                 progress=progress,
-                extract=not prepend_starter,
                 recorder=recorder,
-                on_result=landed,
             )
     return EvalReport.build(
         task_set=tasks.name,

@@ -90,6 +90,7 @@ def _wait_for_rows(out: Path, proc: subprocess.Popen[str], count: int) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_eval_interrupted_then_killed_then_resumed(
     node_url: str, local_client: Any, tmp_path: Path
 ) -> None:
@@ -153,6 +154,7 @@ def test_eval_interrupted_then_killed_then_resumed(
     assert report == once
 
 
+@pytest.mark.slow
 def test_demo() -> None:
     run = _run("demo", "--groups", "1", "--group-size", "6", "--timeout", "1", timeout=300)
     assert run.returncode == 0, run.stderr
