@@ -92,7 +92,7 @@ def exit_code_for(exc: BaseException) -> int | None:
     """
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
-    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):
         return USAGE
     if isinstance(exc, (ValueError, KeyError)):
         return USAGE

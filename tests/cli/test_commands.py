@@ -452,9 +452,15 @@ def test_health_of_a_draining_node_exits_1(cli: Cli) -> None:
         client = node.client()
         url = f"unix:{node.socket_path}"
         assert cli("health", "--url", url).code == 0
-        worker = threading.Thread(
-            target=client.exec_once, args=("python3",), kwargs={"command": "sleep 3"}, daemon=True
-        )
+        outcome: list[Any] = []
+
+        def long_exec() -> None:
+            try:
+                outcome.append(client.exec_once("python3", command="sleep 3"))
+            except Exception as exc:  # reported below, not lost in the thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=long_exec, daemon=True)
         worker.start()
         deadline = time.monotonic() + 30
         while client.health().running == 0:  # the exec is in flight: the drain must wait for it
@@ -462,6 +468,9 @@ def test_health_of_a_draining_node_exits_1(cli: Cli) -> None:
             time.sleep(0.05)
         assert node.pid is not None
         os.kill(node.pid, signal.SIGTERM)
-        run = cli("health", "--json", "--url", url)
-        assert run.code == 1 and run.json()["status"] == "draining"
+        while (run := cli("health", "--json", "--url", url)).json()["status"] != "draining":
+            assert run.code == 0 and time.monotonic() < deadline  # the drain starts on a tick
+            time.sleep(0.05)
+        assert run.code == 1
         worker.join(timeout=30)
+        assert outcome and not isinstance(outcome[0], Exception), outcome
