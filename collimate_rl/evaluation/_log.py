@@ -17,6 +17,7 @@ dropped before appending.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Mapping
@@ -45,6 +46,16 @@ def _repair_torn_tail(path: Path) -> None:
     else:
         with path.open("ab") as fh:
             fh.write(b"\n")
+
+
+def _lock(handle: IO[str], path: Path) -> None:
+    """Hold an exclusive lock while the log is open: two runs on one log would grade twice."""
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise CollimateUsageError(
+            f"{path} is being written by another eval run; wait for it or use another --output"
+        ) from None
 
 
 def _check_row(row: Any, where: str) -> dict[str, Any]:
@@ -80,21 +91,25 @@ class ResultsLog:
         """Open (or create) the log at ``path`` for grades made under ``header``.
 
         Raises:
-            CollimateUsageError: the file is not an eval log, is damaged, or was written
-                under a different header.
+            CollimateUsageError: the file is not an eval log, is damaged, was written
+                under a different header, or another run holds it open.
         """
         path = Path(path)
         want = {"collimate_eval": LOG_VERSION, **header}
-        done: dict[int, dict[str, Any]] = {}
-        if path.exists() and path.stat().st_size > 0:
-            _repair_torn_tail(path)
-            done = cls._read(path, want)
-        fresh = not path.exists() or path.stat().st_size == 0
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.open("a", encoding="utf-8")
-        log = cls(path, handle, done)
-        if fresh:
-            log._write(want)
+        try:
+            _lock(handle, path)
+            done: dict[int, dict[str, Any]] = {}
+            if path.stat().st_size > 0:
+                _repair_torn_tail(path)
+                done = cls._read(path, want)
+            log = cls(path, handle, done)
+            if path.stat().st_size == 0:
+                log._write(want)
+        except BaseException:
+            handle.close()
+            raise
         return log
 
     @staticmethod

@@ -124,3 +124,13 @@ def test_report_counts_and_json() -> None:
         "infra_errors": 2,
         "pending": 0,
     }
+
+
+def test_log_is_held_by_one_run_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with (
+        ResultsLog.open(path, {"task_set": "x"}),
+        pytest.raises(CollimateUsageError, match="another eval run"),
+    ):
+        ResultsLog.open(path, {"task_set": "x"})
+    ResultsLog.open(path, {"task_set": "x"}).close()  # free again once closed
