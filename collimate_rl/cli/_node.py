@@ -67,10 +67,11 @@ def sessions(args: argparse.Namespace, out: Output) -> int:
             if args.reap
             else {}
         )
-    rows = [dict(s.raw) for s in listed]
+    # The typed fields win over raw keys: gateway rows name them ``id``/``template``.
+    rows = [{**s.raw, "session_id": s.session_id, "template_id": s.template_id} for s in listed]
     for row in rows:
         if args.reap:
-            row["deleted"] = deleted.get(str(row.get("session_id")), False)
+            row["deleted"] = deleted.get(row["session_id"], False)
     if out.json_mode:
         out.emit_json({"sessions": rows})
     else:

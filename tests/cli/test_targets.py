@@ -60,6 +60,12 @@ def test_exec_and_sessions_through_the_gateway(cli: Cli, gateway: tuple[Any, str
     assert any(path.endswith("/exec") for _, path, _ in fake.calls)
     assert fake.shell.list_sessions() == []  # the sandbox was deleted after the exec
     assert cli("sessions", "--json", "--url", url, "--api-key", KEY).json() == {"sessions": []}
+    sid = fake.shell.create_session("python3")["session_id"]
+    listed = cli("sessions", "--json", "--url", url, "--api-key", KEY).json()["sessions"]
+    assert [(s["session_id"], s["template_id"]) for s in listed] == [(sid, "python3")]
+    reaped = cli("sessions", "--reap", "--json", "--url", url, "--api-key", KEY)
+    assert reaped.code == 0 and reaped.json()["sessions"][0]["deleted"] is True
+    assert fake.shell.list_sessions() == []
 
 
 def test_gateway_from_the_environment(
