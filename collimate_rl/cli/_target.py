@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from collimate_rl.errors import CollimateUsageError
 
-__all__ = ["add_target_options", "open_client", "split_url"]
+__all__ = ["EmbeddedNodeClient", "add_target_options", "open_client", "split_url"]
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -90,16 +91,65 @@ def open_client(args: argparse.Namespace, note: Any = None) -> Iterator[Any]:
     elif resolve_transport().rule < 8:
         client = connect()
     else:
-        yield from _embedded(args.isolation, note)
+        with EmbeddedNodeClient(args.isolation, note) as embedded:
+            yield embedded
         return
     with contextlib.closing(client):
         yield client
 
 
-def _embedded(isolation: str, note: Any) -> Iterator[Any]:
-    from collimate_rl.node import LocalNode
+class EmbeddedNodeClient:
+    """A client of a local node that starts on first use and stops on :meth:`close`.
 
-    if note is not None:
-        note(f"starting a local node for this command (isolation {isolation}; no --url given)")
-    with LocalNode(isolation=isolation) as node:
-        yield node.client()
+    Starting a node takes a second or two, so a command that ends up sending
+    nothing (an ``eval`` whose results are all in its output already) starts none.
+    Attribute access is forwarded to the node's client; the first one, from any
+    thread, starts the node.
+
+    >>> with EmbeddedNodeClient("auto") as client:
+    ...     client.started
+    False
+    """
+
+    def __init__(self, isolation: str, note: Callable[[str], None] | None = None) -> None:
+        self._isolation = isolation
+        self._note = note
+        self._lock = threading.Lock()
+        self._stack = contextlib.ExitStack()
+        self._client: Any = None
+
+    @property
+    def started(self) -> bool:
+        """Whether the node was started."""
+        return self._client is not None
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                from collimate_rl.node import LocalNode
+
+                if self._note is not None:
+                    self._note(
+                        f"starting a local node for this command (isolation {self._isolation}; "
+                        "no --url given)"
+                    )
+                node = self._stack.enter_context(LocalNode(isolation=self._isolation))
+                self._client = node.client()
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+    def close(self) -> None:
+        """Stop the node if it was started (idempotent)."""
+        with self._lock:
+            self._stack.close()
+            self._client = None
+
+    def __enter__(self) -> EmbeddedNodeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -4,6 +4,7 @@ or an embedded local node started for the command."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from collimate_rl.cli._target import split_url
 from collimate_rl.errors import CollimateUsageError
 
+from . import _samples
 from .conftest import Run
 
 Cli = Callable[..., Run]
@@ -113,3 +115,11 @@ def test_embedded_node_by_default(cli: Cli) -> None:
     quiet = cli("health", "--json")  # --json keeps stderr free of status lines
     assert quiet.code == 0 and quiet.err == "" and quiet.json()["status"] == "ok"
     assert set(local._LIVE) == live  # each command stopped the node it started
+
+
+def test_embedded_node_starts_only_when_needed(cli: Cli, node_url: str, tmp_path: Path) -> None:
+    samples = _samples.write(tmp_path / "samples.jsonl", _samples.rows(((1, 1),)))
+    assert cli("eval", str(samples), "--task-set", "collimate-basic", "--url", node_url).code == 0
+    run = cli("eval", str(samples), "--task-set", "collimate-basic")  # everything is graded
+    assert run.code == 0 and "2 from the output file" in run.out
+    assert EMBEDDED not in run.err
