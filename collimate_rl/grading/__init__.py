@@ -14,6 +14,7 @@ from collimate_rl.grading.extract import extract_code
 from collimate_rl.grading.grade import (
     InfraErrorMode,
     ProgressCallback,
+    ResultCallback,
     agrade,
     agrade_batch,
     grade,
@@ -45,6 +46,7 @@ __all__ = [
     "ReplayRecorder",
     "ReplayReport",
     "ReplayRow",
+    "ResultCallback",
     "RewardSpec",
     "TestOutcome",
     "UnitTestReward",

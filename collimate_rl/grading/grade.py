@@ -61,6 +61,7 @@ __all__ = [
     "OUTPUT_TAIL_CHARS",
     "InfraErrorMode",
     "ProgressCallback",
+    "ResultCallback",
     "agrade",
     "agrade_batch",
     "grade",
@@ -72,6 +73,7 @@ OUTPUT_TAIL_CHARS = 4096
 
 InfraErrorMode = Literal["raise", "zero", "skip"]
 ProgressCallback = Callable[[int, int], None]
+ResultCallback = Callable[[int, GradeResult], None]
 Extract = bool | Callable[[str], str]
 
 _SEED = re.compile(r"[0-9a-fA-F]{64}")
@@ -368,6 +370,25 @@ def _zero(job: _Job, exc: CollimateError) -> GradeResult:
     )
 
 
+def _report_result(
+    on_result: ResultCallback | None,
+    jobs: list[_Job],
+    index: int,
+    results: list[GradeResult | None],
+    errors: dict[int, CollimateError],
+    on_infra_error: str,
+) -> None:
+    """Hand one finished grade to ``on_result`` as :func:`_assemble` will see it."""
+    if on_result is None:
+        return
+    result = results[index]
+    if index in errors:
+        if on_infra_error == "zero":
+            on_result(index, _zero(jobs[index], errors[index]))
+    elif result is not None:
+        on_result(index, result)
+
+
 def _assemble(
     jobs: list[_Job],
     results: list[GradeResult | None],
@@ -401,6 +422,7 @@ def grade_batch(
     session_id: str | None = None,
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
+    on_result: ResultCallback | None = None,
 ) -> list[GradeResult]:
     """Grade many completions concurrently; results keep the input order.
 
@@ -414,6 +436,11 @@ def grade_batch(
             group), ``"zero"`` (that slot gets reward 0.0 with
             ``infra_error=True``) or ``"skip"`` (that slot is dropped).
         progress: called as ``progress(done, total)`` after each grade.
+        on_result: called as ``on_result(index, result)`` as each grade
+            finishes, before ``progress`` (to stream results, e.g. to a
+            resumable log); under ``on_infra_error="zero"`` an infrastructure
+            failure comes as its flagged zero result, under ``"skip"`` and
+            ``"raise"`` it does not come at all.
         Other arguments: as for :func:`grade`.
     """
     jobs = _batch_jobs(
@@ -448,6 +475,7 @@ def grade_batch(
                     if on_infra_error == "raise":
                         for pending in futures:
                             pending.cancel()
+                _report_result(on_result, jobs, index, results, errors, on_infra_error)
                 done += 1
                 if progress is not None:
                     progress(done, len(jobs))
@@ -472,6 +500,7 @@ async def agrade_batch(
     session_id: str | None = None,
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
+    on_result: ResultCallback | None = None,
 ) -> list[GradeResult]:
     """The async twin of :func:`grade_batch` (runs on asyncio or trio via anyio)."""
     jobs = _batch_jobs(
@@ -502,6 +531,7 @@ async def agrade_batch(
                     if on_infra_error == "raise":
                         group.cancel_scope.cancel()
                         return
+            _report_result(on_result, jobs, index, results, errors, on_infra_error)
             done += 1
             if progress is not None:
                 progress(done, len(jobs))
