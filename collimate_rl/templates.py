@@ -213,23 +213,36 @@ def _on_node(client: Any) -> bool:
 
 def _no_node_bake(client: Any) -> CollimateUsageError:
     return CollimateUsageError(
-        f"{type(client).__name__} cannot bake this: on a node, a bake runs Ready(cmd=...) "
-        "(optionally network=True) over the base template given as `image`; http readiness, "
-        "ports and baked env need the gateway (GatewayClient)"
+        f"{type(client).__name__} cannot bake this: on a node, a bake runs over the base "
+        "template given as `image` and needs Ready(cmd=...): a setup command, or with "
+        "ports=[...] the server every session starts (http= waits for it; env= is baked in)"
     )
 
 
 def _node_bake_op(
     client: Any, *, name: str, image: str, ready: Ready | None, width: int
 ) -> Op[_HandleInfo]:
-    """The local node's bake (``POST /v1/templates``): synchronous, so live on return."""
+    """The local node's bake (``POST /v1/templates``): synchronous, so live on return.
+
+    The node reads the gateway's ReadySpec: with ``ports``, ``cmd`` is a server
+    each session runs (the node bridges the ports: ``endpoints``); without,
+    ``cmd`` is a setup command run once, like the gateway's ``WARM_CMD``.
+    """
     if not hasattr(client, "bake_template") or ready is None or not ready.cmd:
         raise _no_node_bake(client)
-    if ready.http or ready.ports or ready.env:
-        raise _no_node_bake(client)
-    yield ClientCall(
-        "bake_template", (name, [ready.cmd]), {"base": image, "network": ready.network}
-    )
+    spec = ready.to_wire() or {}
+    network = bool(spec.pop("network", False))
+    if ready.ports:
+        yield ClientCall(
+            "bake_template", (name, []), {"base": image, "network": network, "ready": spec}
+        )
+    else:
+        if ready.http:
+            raise _no_node_bake(client)
+        extra = {"ready": {"env": spec["env"]}} if "env" in spec else {}
+        yield ClientCall(
+            "bake_template", (name, [ready.cmd]), {"base": image, "network": network, **extra}
+        )
     return _HandleInfo(
         id=name, name=name, image=image, declared=width, bake_mode="built", on_node=True
     )
