@@ -584,8 +584,13 @@ class Template:
     ) -> TemplateHandle:
         """Bake ``image`` into a template with a warm pool of ``width``; don't wait.
 
+        On a local node ``image`` is the base template and ``ready`` is read as
+        described in docs/services.md (``cmd`` with ``ports``: a server each
+        session runs; without: a setup command).
+
         Raises:
-            CollimateUsageError: the client is not a gateway client.
+            CollimateUsageError: the client can bake neither way (or, on a node,
+                ``ready`` has no ``cmd``).
         """
         op = _bake_op(
             client, name=name, image=image, ready=ready, width=width, cold_fraction=cold_fraction

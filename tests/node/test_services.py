@@ -7,6 +7,7 @@ service file in the state dir, and the bridged TCP port closed.
 from __future__ import annotations
 
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -131,7 +132,14 @@ def test_a_service_cannot_reach_the_host_or_other_sessions(client: Any) -> None:
             "        return 'connected'\n"
             "    except OSError as exc:\n"
             "        return type(exc).__name__\n"
+            "def try_netlink():\n"
+            "    try:\n"
+            "        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()\n"
+            "        return 'opened'\n"
+            "    except OSError as exc:\n"
+            "        return str(exc.errno)\n"
             f"lines = ['bridge=' + try_tcp('127.0.0.1', {port}),\n"
+            "         'netlink=' + try_netlink(),\n"
             "         'outside=' + try_tcp('1.1.1.1', 53),\n"
             "         'internals=' + ','.join(os.listdir('/.collimate'))]\n"
             "open('/sandbox/probe.txt', 'w').write(chr(10).join(lines))\n"
@@ -153,6 +161,7 @@ def test_a_service_cannot_reach_the_host_or_other_sessions(client: Any) -> None:
         # its own loopback only: the node's bridge port and the outside are unreachable,
         # and the host-shared socket directory (every session's relay) is hidden
         assert "bridge=ConnectionRefusedError" in report
+        assert "netlink=97" in report  # seccomp: IP and unix sockets only (EAFNOSUPPORT)
         assert "outside=OSError" in report or "outside=TimeoutError" in report
         assert "internals=\n" in report + "\n"
         assert _get(victim.endpoints["8000"]) == 200
@@ -214,7 +223,9 @@ def test_stopping_the_node_closes_every_bridge() -> None:
     with LocalNode(pool_size=0) as node:
         client = node.client()
         client.bake_template(
-            "svc-web", [], ready={"cmd": HTTP_SERVER.format(port=8000), "ports": [8000], "http": "/"}
+            "svc-web",
+            [],
+            ready={"cmd": HTTP_SERVER.format(port=8000), "ports": [8000], "http": "/"},
         )
         address = client.create_session("svc-web").endpoints["8000"]
         assert _get(address) == 200
@@ -232,3 +243,18 @@ def test_an_unreadable_port_answers_a_closed_connection(client: Any) -> None:
             _get(created.endpoints["8000"])
     finally:
         client.delete_session(created.session_id)
+
+
+def test_service_templates_are_not_pooled(local_node: Any, local_client: Any) -> None:
+    # the shared node keeps a warm pool: a pooled service session would run a
+    # server for nobody (its relay socket would show up in the state dir)
+    local_client.bake_template(
+        "svc-unpooled",
+        [],
+        ready={"cmd": HTTP_SERVER.format(port=8000), "ports": [8000], "http": "/"},
+    )
+    created = local_client.create_session("svc-unpooled")
+    local_client.delete_session(created.session_id)
+    time.sleep(1.0)  # a refill would have started by now
+    leftovers = [n for n in _service_files(local_node) if ".p8000." in n or ".svc." in n]
+    assert leftovers == []

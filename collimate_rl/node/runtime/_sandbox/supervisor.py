@@ -240,6 +240,8 @@ _BPF_JGE_K = 0x35
 _BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
 AF_UNIX = 1
+AF_INET = 2
+AF_INET6 = 10
 
 #: Syscalls denied outright, with EPERM (numbers per architecture).
 _DENY_COMMON = [
@@ -395,10 +397,13 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def build_seccomp_filter(arch: str | None = None, *, allow_inet: bool = False) -> bytes:
+def build_seccomp_filter(
+    arch: str | None = None, *, allow_inet: bool = False, ip_only: bool = False
+) -> bytes:
     """Return the raw BPF program (``struct sock_filter[]``) for ``arch``.
 
-    Denied: sockets other than AF_UNIX (EAFNOSUPPORT, unless ``allow_inet``),
+    Denied: sockets other than AF_UNIX (EAFNOSUPPORT, unless ``allow_inet``;
+    with ``ip_only`` too, AF_INET/AF_INET6 are allowed, every other family not),
     clone with any CLONE_NEW* flag (EPERM), clone3 (ENOSYS, glibc falls back
     to clone), and the syscalls in ``_DENY_COMMON`` plus iopl/ioperm (EPERM).
     A foreign architecture or an x32 syscall kills the process.
@@ -435,6 +440,17 @@ def build_seccomp_filter(arch: str | None = None, *, allow_inet: bool = False) -
         _ins(_BPF_RET_K, 0, 0, errno_perm),
         _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     ]
+    if allow_inet and ip_only:  # a service: TCP/UDP on its own loopback, no netlink/packet
+        for name in ("socket", "socketpair"):
+            prog += [
+                _ins(_BPF_JEQ_K, 0, 6, nr[name]),
+                _ins(_BPF_LD_W_ABS, 0, 0, 16),  # domain
+                _ins(_BPF_JEQ_K, 3, 0, AF_UNIX),
+                _ins(_BPF_JEQ_K, 2, 0, AF_INET),
+                _ins(_BPF_JEQ_K, 1, 0, AF_INET6),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+            ]
     if not allow_inet:
         for name in ("socket", "socketpair"):
             prog += [
@@ -1572,7 +1588,7 @@ class Master:
         if self.isolated:
             self.cfg["_seccomp"] = build_seccomp_filter()
             if self.cfg.get("service"):
-                self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True)
+                self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
 
         for name in self.cfg.get("preload") or []:
             try:
