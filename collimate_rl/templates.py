@@ -213,9 +213,10 @@ def _on_node(client: Any) -> bool:
 
 def _no_node_bake(client: Any) -> CollimateUsageError:
     return CollimateUsageError(
-        f"{type(client).__name__} cannot bake this: on a node, a bake runs over the base "
-        "template given as `image` and needs Ready(cmd=...): a setup command, or with "
-        "ports=[...] the server every session starts (http= waits for it; env= is baked in)"
+        f"{type(client).__name__} cannot bake this: bakes need the gateway (GatewayClient) "
+        "or a node's bake_template; on a node a bake runs over the base template given as "
+        "`image` and needs Ready(cmd=...): a setup command, or with ports=[...] the server "
+        "every session starts (http= waits for it; env= is baked in)"
     )
 
 
