@@ -58,6 +58,12 @@ def _service_files(node: LocalNode) -> list[str]:
     return sorted(p.name for p in socks if p.name != "master.sock")
 
 
+def _service_running(client: Any, session_id: str) -> bool:
+    # (pid 1's command line holds the template config, service command included)
+    procs = client.session_exec(session_id, command="ps -eo args").stdout.splitlines()
+    return any(line.startswith("python3 -m http.server") for line in procs)
+
+
 def _get(address: str, path: str = "/") -> int:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(f"http://{address}{path}", timeout=10) as reply:
@@ -84,8 +90,8 @@ def test_service_is_reachable_survives_execs_and_goes_with_the_session(client: A
         out = client.session_exec(sid, command="sleep 30 & echo started").stdout
         assert "started" in out
         assert _get(address) == 200
-        procs = client.session_exec(sid, command="ps -eo args").stdout
-        assert "http.server" in procs and "sleep 30" not in procs
+        assert _service_running(client, sid)
+        assert "sleep 30" not in client.session_exec(sid, command="ps -eo args").stdout
     finally:
         client.delete_session(sid)
     assert _refused(address)
@@ -258,3 +264,18 @@ def test_service_templates_are_not_pooled(local_node: Any, local_client: Any) ->
     time.sleep(1.0)  # a refill would have started by now
     leftovers = [n for n in _service_files(local_node) if ".p8000." in n or ".svc." in n]
     assert leftovers == []
+
+
+def test_an_exec_killing_the_service_breaks_only_its_own_session(client: Any) -> None:
+    other = client.create_session("svc-web")
+    victim = client.create_session("svc-web")
+    try:
+        client.session_exec(victim.session_id, command="kill -9 -1; true")
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            _get(victim.endpoints["8000"])
+        assert client.session_exec(victim.session_id, command="echo alive").stdout == "alive\n"
+        assert not _service_running(client, victim.session_id)  # swept with its dead keeper
+        assert _get(other.endpoints["8000"]) == 200
+    finally:
+        client.delete_session(victim.session_id)
+        client.delete_session(other.session_id)

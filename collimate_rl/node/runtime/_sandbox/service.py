@@ -140,6 +140,7 @@ class Keeper:
         self.pairs: set[_Pair] = set()
         self.child = 0
         self.out_r = -1
+        self.paused: set[int] = set()  # ports whose accept hit the fd limit
 
     # -- the service process
     def spawn(self) -> None:
@@ -217,7 +218,9 @@ class Keeper:
                 outer, _ = lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # EMFILE and friends: drop this one, keep serving
+            except OSError:  # EMFILE: stop accepting until a connection closes (no busy loop)
+                self.sel.unregister(lsock)
+                self.paused.add(port)
                 return
             outer.setblocking(False)
             inner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -297,6 +300,9 @@ class Keeper:
             except (KeyError, ValueError):
                 pass
             side.sock.close()
+        for port in self.paused:
+            self.sel.register(self.listeners[port], selectors.EVENT_READ, ("accept", port))
+        self.paused.clear()
 
     def run(self) -> None:
         """Start the service and serve until killed (never returns normally)."""
