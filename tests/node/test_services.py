@@ -279,3 +279,24 @@ def test_an_exec_killing_the_service_breaks_only_its_own_session(client: Any) ->
     finally:
         client.delete_session(victim.session_id)
         client.delete_session(other.session_id)
+
+
+def test_a_backgrounded_server_works_as_on_the_gateway(client: Any) -> None:
+    # gateway templates start their server in the background (the bake's WARM_CMD
+    # returns); the same Ready works here: the command exits 0, its server lives on
+    client.bake_template(
+        "svc-bg",
+        [],
+        ready={
+            "cmd": "nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &",
+            "ports": [8000],
+            "http": "/",
+        },
+    )
+    created = client.create_session("svc-bg")
+    try:
+        assert _get(created.endpoints["8000"]) == 200
+        client.session_exec(created.session_id, command="true")  # a sweep
+        assert _get(created.endpoints["8000"]) == 200
+    finally:
+        client.delete_session(created.session_id)
