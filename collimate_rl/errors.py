@@ -156,6 +156,7 @@ ERROR_CODES: Final[dict[str, tuple[int, type[CollimateServerError]]]] = {
     "internal_error": (500, CollimateServerError),
     "at_capacity": (503, CollimateCapacityError),
     "session_bringup_failed": (503, CollimateServerError),
+    "service_not_ready": (502, CollimateServerError),
     "draining": (503, CollimateDrainingError),
     # Gateway codes.
     "unauthorized": (401, GatewayError),

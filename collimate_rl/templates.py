@@ -213,23 +213,37 @@ def _on_node(client: Any) -> bool:
 
 def _no_node_bake(client: Any) -> CollimateUsageError:
     return CollimateUsageError(
-        f"{type(client).__name__} cannot bake this: on a node, a bake runs Ready(cmd=...) "
-        "(optionally network=True) over the base template given as `image`; http readiness, "
-        "ports and baked env need the gateway (GatewayClient)"
+        f"{type(client).__name__} cannot bake this: bakes need the gateway (GatewayClient) "
+        "or a node's bake_template; on a node a bake runs over the base template given as "
+        "`image` and needs Ready(cmd=...): a setup command, or with ports=[...] the server "
+        "every session starts (http= waits for it; env= is baked in)"
     )
 
 
 def _node_bake_op(
     client: Any, *, name: str, image: str, ready: Ready | None, width: int
 ) -> Op[_HandleInfo]:
-    """The local node's bake (``POST /v1/templates``): synchronous, so live on return."""
+    """The local node's bake (``POST /v1/templates``): synchronous, so live on return.
+
+    The node reads the gateway's ReadySpec: with ``ports``, ``cmd`` is a server
+    each session runs (the node bridges the ports: ``endpoints``); without,
+    ``cmd`` is a setup command run once, like the gateway's ``WARM_CMD``.
+    """
     if not hasattr(client, "bake_template") or ready is None or not ready.cmd:
         raise _no_node_bake(client)
-    if ready.http or ready.ports or ready.env:
-        raise _no_node_bake(client)
-    yield ClientCall(
-        "bake_template", (name, [ready.cmd]), {"base": image, "network": ready.network}
-    )
+    spec = ready.to_wire() or {}
+    network = bool(spec.pop("network", False))
+    if ready.ports:
+        yield ClientCall(
+            "bake_template", (name, []), {"base": image, "network": network, "ready": spec}
+        )
+    else:
+        if ready.http:
+            raise _no_node_bake(client)
+        extra = {"ready": {"env": spec["env"]}} if "env" in spec else {}
+        yield ClientCall(
+            "bake_template", (name, [ready.cmd]), {"base": image, "network": network, **extra}
+        )
     return _HandleInfo(
         id=name, name=name, image=image, declared=width, bake_mode="built", on_node=True
     )
@@ -571,8 +585,13 @@ class Template:
     ) -> TemplateHandle:
         """Bake ``image`` into a template with a warm pool of ``width``; don't wait.
 
+        On a local node ``image`` is the base template and ``ready`` is read as
+        described in docs/services.md (``cmd`` with ``ports``: a server each
+        session runs; without: a setup command).
+
         Raises:
-            CollimateUsageError: the client is not a gateway client.
+            CollimateUsageError: the client can bake neither way (or, on a node,
+                ``ready`` has no ``cmd``).
         """
         op = _bake_op(
             client, name=name, image=image, ready=ready, width=width, cold_fraction=cold_fraction

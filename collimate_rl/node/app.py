@@ -5,7 +5,8 @@ Routes (all JSON; errors are ``{error, error_code}``):
 =======  ============================  =====  ==========================================
 GET      /v1/health, /health           200
 GET      /v1/sessions                  200    list of SessionInfo
-POST     /v1/sessions                  201    400, 404 no_template, 503 at_capacity/draining
+POST     /v1/sessions                  201    400, 404 no_template, 502 service_not_ready,
+                                              503 at_capacity/draining
 GET      /v1/sessions/{id}             200    404 no_such_session
 DELETE   /v1/sessions/{id}             200    404 (``deleted: false``)
 POST     /v1/sessions/{id}/exec        200    400, 404, 410 session_gone, 503
@@ -30,7 +31,11 @@ running answers 409 ``session_busy``; children count against the session cap.
 The bake extension: ``POST /v1/templates`` with ``{"template_id", "base":
 "python3", "setup": [commands], "network": false}`` runs the operator's setup
 commands once in a sandbox over ``base`` and freezes the result as a new
-template (201 ``{"template_id", "base", "bake_time_ms", "templates"}``).
+template (201 ``{"template_id", "base", "bake_time_ms", "templates"}``). An
+optional ``"ready": {"cmd", "ports", "http", "http_timeout_s", "env"}`` (the
+gateway's ReadySpec) with ``ports`` makes every session run ``cmd`` as a server;
+its create response then carries ``"endpoints": {"<port>": "127.0.0.1:<p>"}``
+(see docs/services.md).
 
 >>> from collimate_rl.node.runtime.base import Isolation
 >>> class NoRuntime:

@@ -35,6 +35,7 @@ from collimate_rl.node.runtime.base import (
     ExecSpec,
     Runtime,
     RuntimeError_,
+    ServiceSpec,
     SessionLost,
 )
 from collimate_rl.node.sessions import SessionRecord, SessionRegistry
@@ -117,6 +118,46 @@ def build_exec_spec(req: ExecRequest) -> ExecSpec:
     if req.code is not None:
         return ExecSpec(code=req.code, **common)
     raise NodeError("bad_request", "one of command/code/commands is required")
+
+
+def bake_service(
+    req: BakeRequest,
+) -> tuple[list[str], ServiceSpec | None, tuple[tuple[str, str], ...]]:
+    """Split a bake into setup commands, the service and the template env.
+
+    With ``ready.ports``, ``ready.cmd`` is the service; otherwise it is one more
+    setup command (the gateway runs it once at bake, as ``WARM_CMD``).
+
+    >>> req = BakeRequest.model_validate({"template_id": "t", "setup": ["true"],
+    ...     "ready": {"cmd": "srv", "ports": [8000], "http": "/health"}})
+    >>> setup, service, env = bake_service(req)
+    >>> setup, service.cmd, service.ports, service.http_timeout_s
+    (['true'], 'srv', (8000,), 60.0)
+    """
+    ready = req.ready
+    setup = list(req.setup)
+    if ready is None:
+        if not setup:
+            raise NodeError("bad_request", "setup must list at least one command (or give ready)")
+        return setup, None, ()
+    env = tuple(sorted(ready.env.items()))
+    if ready.http and not ready.ports:
+        raise NodeError("bad_request", "ready.http needs ready.ports (the port it is served on)")
+    if not ready.ports:
+        if ready.cmd:
+            setup.append(ready.cmd)
+        if not setup and not env:
+            raise NodeError("bad_request", "nothing to bake: give setup, ready.cmd or ready.env")
+        return setup, None, env
+    if not ready.cmd:
+        raise NodeError("bad_request", "ready.ports needs ready.cmd (the server to start)")
+    service = ServiceSpec(
+        cmd=ready.cmd,
+        ports=tuple(dict.fromkeys(ready.ports)),
+        http=ready.http,
+        http_timeout_s=float(ready.http_timeout_s or 60.0),
+    )
+    return setup, service, env
 
 
 def _ms_since(start: float) -> float:
@@ -247,12 +288,16 @@ class Node:
         async with self._work():
             check_egress(req.egress)
             rec, fork_ms, create_ms = await self.sessions.create(req.template_id)
-        return {
+        body: dict[str, Any] = {
             "session_id": rec.session_id,
             "template_id": rec.template_id,
             "fork_time_ms": fork_ms,
             "create_time_ms": create_ms,
         }
+        endpoints = getattr(rec.handle, "endpoints", None)
+        if endpoints:
+            body["endpoints"] = dict(endpoints)
+        return body
 
     async def bake(self, req: BakeRequest) -> dict[str, Any]:
         """Run ``req.setup`` over ``req.base`` and register the result as a new template."""
@@ -260,9 +305,17 @@ class Node:
             if req.template_id in self.runtime.templates():
                 raise NodeError("template_exists", f"template {req.template_id!r} already exists")
             self.sessions.check_template(req.base)
+            setup, service, env = bake_service(req)
             start = time.perf_counter()
             try:
-                await self.runtime.bake(req.template_id, req.base, req.setup, network=req.network)
+                await self.runtime.bake(
+                    req.template_id,
+                    req.base,
+                    setup,
+                    network=req.network,
+                    service=service,
+                    env=env,
+                )
             except RuntimeError_ as exc:
                 raise NodeError("bake_failed", str(exc)) from exc
             except ValueError as exc:

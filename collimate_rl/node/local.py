@@ -71,6 +71,8 @@ class LocalNode:
         max_inflight, queue, max_sessions, session_ttl, pool_size, drain_timeout:
             the ``serve`` flags of the same names (``None``: the node's default).
         startup_timeout: seconds to wait for ``/v1/health``.
+        share_site_packages: ``--share-site-packages`` (sandboxes import this
+            environment's packages read-only; see docs/services.md).
         extra_args: more ``serve`` flags, verbatim.
 
     Attributes:
@@ -91,6 +93,7 @@ class LocalNode:
         pool_size: int | None = None,
         drain_timeout: float | None = None,
         startup_timeout: float = 60.0,
+        share_site_packages: bool = False,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         self.isolation = isolation
@@ -105,6 +108,7 @@ class LocalNode:
             "--drain-timeout": drain_timeout,
         }
         self._flags = [s for k, v in flags.items() if v is not None for s in (k, str(v))]
+        self._flags += ["--share-site-packages"] if share_site_packages else []
         self._flags += list(extra_args)
         self._drain_timeout = drain_timeout if drain_timeout is not None else 30.0
         self.workdir: Path | None = None

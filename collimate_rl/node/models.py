@@ -33,6 +33,7 @@ __all__ = [
     "ForkResponse",
     "HealthResponse",
     "OneShotExecRequest",
+    "ReadySpec",
     "SessionInfo",
 ]
 
@@ -161,12 +162,17 @@ class SessionInfo(_Response):
 
 
 class CreateSessionResponse(_Response):
-    """``POST /v1/sessions`` (201). ``fork_time_ms`` is ~0 on a warm-pool hit."""
+    """``POST /v1/sessions`` (201). ``fork_time_ms`` is ~0 on a warm-pool hit.
+
+    ``endpoints`` (only for a template with a service): ``{"<port>":
+    "127.0.0.1:<node port>"}``, no scheme, reachable from the node's host.
+    """
 
     session_id: str
     template_id: str
     fork_time_ms: float
     create_time_ms: float
+    endpoints: dict[str, str] | None = None
 
 
 class ExecResponse(_Response):
@@ -219,18 +225,39 @@ class ErrorResponse(_Response):
     error_code: str
 
 
+class ReadySpec(_Request):
+    """A bake's service, in the gateway's ReadySpec names (``network`` is the bake's own flag).
+
+    With ``ports``, ``cmd`` is a server every session starts (and ``http`` a
+    path polled until it answers before a create returns); without ports,
+    nothing is served and ``cmd`` is one more setup command.
+
+    >>> ReadySpec(cmd="python3 -m http.server 8000", ports=[8000]).ports
+    [8000]
+    """
+
+    cmd: str = Field(default="", max_length=16384)
+    http: str = Field(default="", max_length=2048, pattern=r"^(/[^\s]*)?$")
+    http_timeout_s: float = Field(default=0, ge=0, le=3600)
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=list, max_length=16)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 class BakeRequest(_Request):
     """``POST /v1/templates`` (local-node extension): freeze setup commands into a template.
 
     The commands are the operator's, not a model's: they run once, in a sandbox
     over ``base``, with network only when ``network`` is true, and their result
     becomes a read-only layer every session of the new template starts from.
+    ``ready`` adds a service (see :class:`ReadySpec`) and environment; with it,
+    ``setup`` may be empty.
     """
 
     template_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     base: str = Field(default="python3", min_length=1, max_length=256)
-    setup: list[str] = Field(min_length=1, max_length=64)
+    setup: list[str] = Field(default_factory=list, max_length=64)
     network: bool = False
+    ready: ReadySpec | None = None
 
 
 class BakeResponse(_Response):

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 import uvicorn
 
@@ -139,10 +139,12 @@ def make_runtime(
     *,
     state_dir: Path | None = None,
     factory: str | RuntimeFactory | None = None,
+    share_site_packages: bool = False,
 ) -> Runtime:
     """Build the runtime: ``factory`` (a callable or ``"module:callable"``) or the real one.
 
-    ``isolation`` ``None``/``"auto"`` means bwrap on Linux.
+    ``isolation`` ``None``/``"auto"`` means bwrap on Linux. ``share_site_packages``
+    exposes the node's site-packages read-only in the sandboxes (docs/services.md).
     """
     if isolation == "auto":
         isolation = None
@@ -160,7 +162,8 @@ def make_runtime(
             ) from exc
     if not callable(factory):
         raise TypeError(f"runtime factory {factory!r} is not callable")
-    runtime: Runtime = factory(isolation, state_dir=state_dir)
+    extra: dict[str, Any] = {"share_site_packages": True} if share_site_packages else {}
+    runtime: Runtime = factory(isolation, state_dir=state_dir, **extra)
     return runtime
 
 
@@ -211,6 +214,7 @@ def serve(
     runtime: Runtime | None = None,
     runtime_factory: str | RuntimeFactory | None = None,
     log_level: str = "info",
+    share_site_packages: bool = False,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -224,6 +228,8 @@ def serve(
         runtime: a ready-made runtime (overrides ``isolation``/``runtime_factory``).
         runtime_factory: a callable or ``"module:callable"`` building the runtime.
         log_level: uvicorn's log level.
+        share_site_packages: expose the node's site-packages read-only in the
+            sandboxes (operator opt-in, see docs/services.md).
 
     Example (blocks, so not run here)::
 
@@ -242,6 +248,7 @@ def serve(
                 isolation,
                 state_dir=Path(state_dir) if state_dir is not None else None,
                 factory=runtime_factory,
+                share_site_packages=share_site_packages,
             )
         asyncio.run(_serve_async(runtime, sock, where, config, log_level))
     finally:
@@ -308,6 +315,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
+    p.add_argument(
+        "--share-site-packages",
+        action="store_true",
+        help="expose this environment's site-packages read-only in every sandbox "
+        "(lets template services import e.g. openenv-core; see docs/services.md)",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -355,6 +368,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             config=config,
             runtime_factory=args.runtime_factory,
             log_level=args.log_level,
+            share_site_packages=args.share_site_packages,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback

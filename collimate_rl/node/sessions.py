@@ -23,6 +23,7 @@ from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.runtime.base import (
     Runtime,
     RuntimeError_,
+    ServiceNotReady,
     SessionBusy,
     SessionHandle,
     SessionLost,
@@ -65,6 +66,13 @@ class SessionRecord:
             "idle_secs": round(0.0 if self.active else now - self.last_used, 3),
             "exec_count": self.exec_count,
         }
+
+
+def _last_use(rec: SessionRecord) -> float:
+    """The later of the last exec and the last use of the session's service ports."""
+    service_use = getattr(rec.handle, "last_service_use", None)
+    used = service_use() if callable(service_use) else None
+    return rec.last_used if used is None else max(rec.last_used, used)
 
 
 class SessionRegistry:
@@ -196,6 +204,8 @@ class SessionRegistry:
             return await self.runtime.create_session(template_id, session_id)
         except KeyError as exc:
             raise NodeError("no_template", f"unknown template {template_id!r}") from exc
+        except ServiceNotReady as exc:  # not retryable: the template's server is broken
+            raise NodeError("service_not_ready", one_line(exc, limit=2400)) from exc
         except RuntimeError_ as exc:
             raise NodeError(
                 "session_bringup_failed", f"could not start a session: {one_line(exc)}"
@@ -250,6 +260,8 @@ class SessionRegistry:
                 raise NodeError("session_gone", f"session {session_id!r} is gone") from exc
             except RuntimeError_ as exc:
                 raise NodeError("session_bringup_failed", f"fork failed: {one_line(exc)}") from exc
+            except ValueError as exc:  # e.g. a session running a service
+                raise NodeError("bad_request", one_line(exc)) from exc
             children = [SessionRecord(h.session_id, parent.template_id, h) for h in handles]
             for child in children:
                 self._sessions[child.session_id] = child
@@ -270,7 +282,7 @@ class SessionRegistry:
         stale = [
             rec
             for rec in self._sessions.values()
-            if not rec.active and rec.forking is None and now - rec.last_used > self.ttl_seconds
+            if not rec.active and rec.forking is None and now - _last_use(rec) > self.ttl_seconds
         ]
         for rec in stale:
             del self._sessions[rec.session_id]
@@ -286,13 +298,22 @@ class SessionRegistry:
                 await self._close_handles(rec.handle for rec in stale)
 
     def _schedule_refill(self, template_id: str) -> None:
-        if self._closed or self.pool_size == 0:
+        if self._closed or self.pool_size == 0 or self._serves(template_id):
             return
         task = self._refills.get(template_id)
         if task is None or task.done():
             self._refills[template_id] = asyncio.create_task(
                 self._refill(template_id), name=f"pool-refill-{template_id}"
             )
+
+    def _serves(self, template_id: str) -> bool:
+        """A template whose sessions run a service: never pooled (a pooled server
+        would hold memory and CPU for nobody, and could die unseen before use)."""
+        spec_of = getattr(self.runtime, "template_spec", None)
+        try:
+            return spec_of is not None and spec_of(template_id).service is not None
+        except (KeyError, AttributeError):
+            return False
 
     async def _refill(self, template_id: str) -> None:
         pool = self._pool.setdefault(template_id, deque())

@@ -14,6 +14,10 @@
 Every WebSocket session gets its own env, so its own sandbox; closing the
 socket closes the env. Needs openenv-core: install the ``openenv`` extra.
 
+The other direction, an OpenEnv env server running *inside* a sandbox:
+``await GenericEnvClient.from_docker_image(template, provider=CollimateProvider(client))``
+(see :mod:`collimate_rl.openenv._provider` and docs/services.md).
+
 >>> from collimate_rl.openenv import CollimateEnvironment
 >>> CollimateEnvironment.SUPPORTS_CONCURRENT_SESSIONS
 True
@@ -29,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from collimate_rl.openenv._client import CollimateEnvClient
 from collimate_rl.openenv._environment import CollimateEnvironment
 from collimate_rl.openenv._models import CollimateAction, CollimateObservation, CollimateState
+from collimate_rl.openenv._provider import CollimateProvider, image_to_template
 from collimate_rl.openenv._server import create_app, serve
 
 __all__ = [
@@ -36,7 +41,9 @@ __all__ = [
     "CollimateEnvClient",
     "CollimateEnvironment",
     "CollimateObservation",
+    "CollimateProvider",
     "CollimateState",
     "create_app",
+    "image_to_template",
     "serve",
 ]

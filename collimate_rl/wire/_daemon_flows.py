@@ -171,12 +171,22 @@ def bake_template(
     base: str,
     network: bool,
     timeout: float | None,
+    ready: Mapping[str, Any] | None = None,
 ) -> Flow[dict[str, Any]]:
     """``POST /v1/templates`` (our node's extension; not idempotent)."""
     path_id(template_id, "template_id")
-    if isinstance(setup, str) or not setup or not all(isinstance(c, str) for c in setup):
-        raise CollimateUsageError("setup must be a non-empty list of shell commands")
-    body = {"template_id": template_id, "base": base, "setup": list(setup), "network": network}
+    if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
+        raise CollimateUsageError("setup must be a list of shell commands")
+    if not setup and not ready:
+        raise CollimateUsageError("setup must list at least one command (or give ready)")
+    body: dict[str, Any] = {
+        "template_id": template_id,
+        "base": base,
+        "setup": list(setup),
+        "network": network,
+    }
+    if ready:
+        body["ready"] = dict(ready)
     wait = max(ctx.timeout, timeout or 0.0)
     req = Request("POST", "/v1/templates", body, idempotent=False, timeout=wait)
     return _as_dict((yield from call(ctx, req)))

@@ -214,13 +214,19 @@ class CollimateClient(SyncClientBase):
         base: str = "python3",
         network: bool = False,
         timeout: float | None = 900.0,
+        ready: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Bake ``setup`` commands over ``base`` into a new template (our local node's extension).
 
         The commands run once, as the operator's, with network only if ``network``;
-        every session of the new template starts from their result.
+        every session of the new template starts from their result. ``ready``
+        (a gateway ReadySpec dict: ``cmd``, ``ports``, ``http``,
+        ``http_timeout_s``, ``env``) makes every session run ``cmd`` as a
+        server on ``ports`` (its ``endpoints``); ``setup`` may then be empty.
         """
-        return self._run(_d.bake_template(self._ctx(), template_id, setup, base, network, timeout))
+        return self._run(
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready)
+        )
 
 
 class AsyncCollimateClient(AsyncClientBase):
@@ -357,8 +363,9 @@ class AsyncCollimateClient(AsyncClientBase):
         base: str = "python3",
         network: bool = False,
         timeout: float | None = 900.0,
+        ready: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """See :meth:`CollimateClient.bake_template`."""
         return await self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout)
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready)
         )

@@ -27,6 +27,8 @@ from .base import (
     Limits,
     Runtime,
     RuntimeError_,
+    ServiceNotReady,
+    ServiceSpec,
     SessionBusy,
     SessionHandle,
     SessionLost,
@@ -58,6 +60,8 @@ __all__ = [
     "LocalSession",
     "Runtime",
     "RuntimeError_",
+    "ServiceNotReady",
+    "ServiceSpec",
     "SessionBusy",
     "SessionHandle",
     "SessionLost",
@@ -78,6 +82,7 @@ def create_runtime(
     limits: Limits | None = None,
     sandbox_uid: int | None = None,
     memory_limit_bytes: int | None = None,
+    share_site_packages: bool = False,
 ) -> LocalRuntime:
     """Build (not start) the node's runtime; ``await runtime.start()`` next.
 
@@ -90,6 +95,9 @@ def create_runtime(
     memory cgroup when the node is root and the controller is writable
     (default: half the RAM; 0 disables; silently skipped, with a log line,
     where unavailable).
+    ``share_site_packages``: expose the node's own environment's
+    site-packages read-only in every sandbox (operator opt-in; how a template
+    serves an OpenEnv server without a networked bake, see docs/services.md).
     """
     uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
     if isolation is None:
@@ -107,6 +115,7 @@ def create_runtime(
             limits=limits,
             sandbox_uid=uid,
             memory_limit_bytes=memory_limit_bytes,
+            share_site_packages=share_site_packages,
         )
     status = detect_bwrap(uid)
     if not status.usable:
@@ -118,4 +127,5 @@ def create_runtime(
         sandbox_uid=uid,
         bwrap_path=status.path,
         memory_limit_bytes=memory_limit_bytes,
+        share_site_packages=share_site_packages,
     )

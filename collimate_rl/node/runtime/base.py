@@ -28,6 +28,8 @@ __all__ = [
     "Limits",
     "Runtime",
     "RuntimeError_",
+    "ServiceNotReady",
+    "ServiceSpec",
     "SessionBusy",
     "SessionHandle",
     "SessionLost",
@@ -59,6 +61,25 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ServiceSpec:
+    """A long-lived server every session of a template runs (``bwrap`` driver only).
+
+    Attributes:
+        cmd: shell command started in ``/sandbox`` when the session is created.
+        ports: TCP ports it listens on inside the session (its loopback); each
+            becomes an ``endpoints`` entry reachable on the node's loopback.
+        http: a path polled (through the bridge) until it answers < 400
+            before the create returns; empty: do not wait.
+        http_timeout_s: how long to poll ``http``.
+    """
+
+    cmd: str
+    ports: tuple[int, ...]
+    http: str = ""
+    http_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class TemplateSpec:
     """A template: a read-only layer, an interpreter and a warm-up.
 
@@ -70,7 +91,8 @@ class TemplateSpec:
         interpreter: runs ``code`` execs; ``"python3"`` means the node's own
             warm Python (fork-server, no start-up cost per exec).
         preload: modules the warm interpreter imports before forking.
-        env: extra environment for every exec.
+        env: extra environment for every exec (and the service).
+        service: a server each session runs (see :class:`ServiceSpec`).
     """
 
     template_id: str
@@ -78,6 +100,7 @@ class TemplateSpec:
     interpreter: str = "python3"
     preload: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    service: ServiceSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +145,10 @@ class RuntimeError_(Exception):
 
 class SessionLost(RuntimeError_):
     """The session's sandbox died or vanished (maps to 410 ``session_gone``)."""
+
+
+class ServiceNotReady(RuntimeError_):
+    """A session's service exited or did not answer its readiness probe in time."""
 
 
 class SessionBusy(RuntimeError_):
@@ -173,9 +200,20 @@ class Runtime(Protocol):
         ...
 
     async def bake(
-        self, template_id: str, base: str, setup_commands: Sequence[str], *, network: bool = True
+        self,
+        template_id: str,
+        base: str,
+        setup_commands: Sequence[str],
+        *,
+        network: bool = True,
+        service: ServiceSpec | None = None,
+        env: Sequence[tuple[str, str]] = (),
     ) -> TemplateSpec:
-        """Run setup commands on top of ``base`` and freeze the result as a new template."""
+        """Run setup commands on top of ``base`` and freeze the result as a new template.
+
+        ``service`` makes every session run a server (see :class:`ServiceSpec`);
+        ``env`` is added to the template's environment.
+        """
         ...
 
     async def close(self) -> None:

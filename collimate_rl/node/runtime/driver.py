@@ -33,11 +33,14 @@ from .base import (
     Isolation,
     Limits,
     RuntimeError_,
+    ServiceNotReady,
+    ServiceSpec,
     SessionBusy,
     SessionHandle,
     SessionLost,
     TemplateSpec,
 )
+from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -143,6 +146,23 @@ def _numpy_dirs() -> list[Path]:
     if libs.is_dir():
         dirs.append(libs)
     return dirs
+
+
+def _site_dirs() -> list[Path]:
+    """The node environment's own site-packages (a venv's), not the base Python's."""
+    import sysconfig
+
+    base = Path(sys.base_prefix).resolve()
+    out: list[Path] = []
+    for key in ("purelib", "platlib"):
+        path = Path(sysconfig.get_paths()[key]).resolve()
+        if path.is_dir() and not path.is_relative_to(base) and path not in out:
+            out.append(path)
+    return out
+
+
+#: Where shared site-packages appear inside a sandbox (``/opt/collimate/venv/<i>``).
+SHARED_SITE_DIR = "/opt/collimate/venv"
 
 
 def _limits_dict(limits: Limits) -> dict[str, int]:
@@ -335,6 +355,8 @@ class TemplateHost:
             "sys_path": sys_path,
             "none_root": none_root,
         }
+        if spec.service is not None:
+            cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
         return json.dumps(cfg)
 
     def _exposed(self) -> list[Path]:
@@ -345,6 +367,7 @@ class TemplateHost:
             _SUPERVISOR_DIR,
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
+            *self.runtime.site_dirs,
         ]
 
     def _bwrap_argv(self, fds: bw.FdSet) -> list[str]:
@@ -356,6 +379,9 @@ class TemplateHost:
             argv += ["--ro-bind", str(prefix), str(prefix)]
         for d in _numpy_dirs():
             argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]
+        shared = [f"{SHARED_SITE_DIR}/{i}" for i in range(len(rt.site_dirs))]
+        for src, dest in zip(rt.site_dirs, shared, strict=True):
+            argv += ["--ro-bind", str(src), dest]
         argv += ["--dir", "/opt/collimate/bin"]
         argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
         argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
@@ -381,7 +407,7 @@ class TemplateHost:
             "LANG": "C.UTF-8",
             "USER": "sandbox",
             "LOGNAME": "sandbox",
-            "PYTHONPATH": "/opt/collimate/site",
+            "PYTHONPATH": ":".join(["/opt/collimate/site", *shared]),
             "PYTHONUSERBASE": "/sandbox/.local",
             "PYTHONDONTWRITEBYTECODE": "1",
             "OPENBLAS_NUM_THREADS": "1",
@@ -389,7 +415,10 @@ class TemplateHost:
             "MKL_NUM_THREADS": "1",
         }
         cfg = self._config(
-            layers=lowers, base_env=base_env, sys_path=["/opt/collimate/site"], none_root=None
+            layers=lowers,
+            base_env=base_env,
+            sys_path=["/opt/collimate/site", *shared],
+            none_root=None,
         )
         argv += [
             str(exe),
@@ -460,6 +489,12 @@ class TemplateHost:
             sess = LocalSession(self, sid, key, depth)
             self.sessions[key] = sess
             out.append(sess)
+        if self.spec.service is not None:
+            try:
+                await asyncio.gather(*(sess.start_service(self.spec.service) for sess in out))
+            except BaseException:
+                await asyncio.gather(*(sess.close() for sess in out), return_exceptions=True)
+                raise
         return out
 
     async def kill(self, keys: Sequence[str]) -> None:
@@ -485,6 +520,7 @@ class TemplateHost:
                 await asyncio.sleep(0.005)
         for sess in list(self.sessions.values()):
             sess._closed = True
+            await sess.close_bridges()
         self.sessions.clear()
         self.proc = None
         if self.memcg is not None:
@@ -509,10 +545,74 @@ class LocalSession:
         self._closed = False
         self._running = 0
         self._forking = False
+        self._bridges: dict[int, Bridge] = {}
 
     @property
     def session_id(self) -> str:
         return self._session_id
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        """The service's ports, ``{"<port>": "127.0.0.1:<node port>"}`` (empty without one)."""
+        return {str(port): b.address for port, b in sorted(self._bridges.items())}
+
+    # -- the service (see _sandbox/service.py and bridge.py)
+    def _service_file(self, suffix: str) -> Path:
+        return self._host.sock_dir / f"{self._key}.{suffix}"
+
+    def service_log(self) -> str:
+        """The tail of the service's output (stdout and stderr merged)."""
+        return (read_bounded(self._service_file("svc.log")) or "").strip()
+
+    def service_exit(self) -> int | None:
+        """The service command's exit code, ``None`` while it runs."""
+        text = read_bounded(self._service_file("svc.exit"), 64)
+        try:
+            return None if text is None else int(text)
+        except ValueError:
+            return None
+
+    async def start_service(self, service: ServiceSpec) -> None:
+        """Bridge each declared port; wait for ``service.http`` when set."""
+        try:
+            for port in service.ports:
+                bridge = Bridge(self._service_file(f"p{port}.sock"))
+                self._bridges[port] = bridge
+                await bridge.start()
+            if service.http:
+
+                def failure() -> str | None:
+                    code = self.service_exit()
+                    if code is None or code == 0:  # 0: it may have backgrounded its server
+                        return None
+                    return f"service command exited with {code}"
+
+                await wait_http(
+                    self._service_file(f"p{service.ports[0]}.sock"),
+                    service.http,
+                    service.http_timeout_s,
+                    failure,
+                )
+        except (ServiceFailed, OSError) as exc:
+            log_tail = " | ".join(self.service_log()[-2000:].splitlines())
+            raise ServiceNotReady(
+                f"template {self.template_id!r}: service not ready: {exc}"
+                + (f"; its output ends with: {log_tail}" if log_tail else "; it printed nothing")
+            ) from exc
+
+    def last_service_use(self) -> float | None:
+        """``time.monotonic()`` of the last use of a service port (now while a
+        connection is open); ``None`` without a service. Keeps the TTL reaper off."""
+        if not self._bridges:
+            return None
+        if any(b.active for b in self._bridges.values()):
+            return time.monotonic()
+        return max(b.last_used for b in self._bridges.values())
+
+    async def close_bridges(self) -> None:
+        bridges = list(self._bridges.values())
+        self._bridges.clear()
+        await asyncio.gather(*(b.close() for b in bridges), return_exceptions=True)
 
     @property
     def template_id(self) -> str:
@@ -581,6 +681,11 @@ class LocalSession:
             raise SessionLost(f"session {self._session_id} is closed")
         if not child_ids:
             return []
+        if self._host.spec.service is not None:
+            # its running server writes to the upper layer a fork would freeze
+            raise ValueError(
+                "a session running a service cannot be forked; create more sessions instead"
+            )
         if self._running or self._forking:
             raise SessionBusy("an exec is running in the session")
         if self._depth + 1 > MAX_FORK_DEPTH:
@@ -613,9 +718,17 @@ class LocalSession:
         if self._closed:
             return
         self._closed = True
+        await self.close_bridges()
         await self._host.kill([self._key])
         with contextlib.suppress(OSError):
             self._sock.unlink()
+        for suffix in ("svc.log", "svc.exit", *(f"p{p}.sock" for p in self._service_ports())):
+            with contextlib.suppress(OSError):
+                self._service_file(suffix).unlink()
+
+    def _service_ports(self) -> tuple[int, ...]:
+        service = self._host.spec.service
+        return service.ports if service is not None else ()
 
 
 # --------------------------------------------------------------------------
@@ -635,8 +748,11 @@ class LocalRuntime:
         sandbox_uid: int | None = None,
         bwrap_path: str | None = None,
         memory_limit_bytes: int | None = None,
+        share_site_packages: bool = False,
     ) -> None:
         self.isolation = isolation
+        #: host site-packages bound read-only into every sandbox (operator opt-in)
+        self.site_dirs: list[Path] = _site_dirs() if share_site_packages else []
         #: per-template-container memory cap (cgroup v1, root only); default
         #: half the machine's RAM; 0 disables the safety net
         self.memory_limit_bytes = (
@@ -743,6 +859,11 @@ class LocalRuntime:
             raise RuntimeError_("runtime is not running")
         if not _ID_RE.match(spec.template_id):
             raise ValueError(f"bad template id {spec.template_id!r}")
+        if spec.service is not None and self.isolation is not Isolation.BWRAP:
+            raise ValueError(
+                "services need the bwrap driver (each session's own network namespace); "
+                "this node runs isolation='none'"
+            )
         async with self._lock:
             old = self._hosts.pop(spec.template_id, None)
             self._counter += 1
@@ -765,11 +886,30 @@ class LocalRuntime:
         return sess
 
     async def bake(
-        self, template_id: str, base: str, setup_commands: Sequence[str], *, network: bool = True
+        self,
+        template_id: str,
+        base: str,
+        setup_commands: Sequence[str],
+        *,
+        network: bool = True,
+        service: ServiceSpec | None = None,
+        env: Sequence[tuple[str, str]] = (),
     ) -> TemplateSpec:
         if not _ID_RE.match(template_id):
             raise ValueError(f"bad template id {template_id!r}")
         base_spec = self._specs[self._resolve(base)]
+        merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
+        if not setup_commands:  # a new service or environment over the base's files
+            spec = TemplateSpec(
+                template_id,
+                layers=base_spec.layers,
+                interpreter=base_spec.interpreter,
+                preload=base_spec.preload,
+                env=merged_env,
+                service=service or base_spec.service,
+            )
+            await self.add_template(spec)
+            return spec
         layer_root = self.state_dir / "layers" / f"{template_id}-{secrets.token_hex(4)}"
         layer_root.mkdir(mode=0o711)
         upper, work = layer_root / "upper", layer_root / "work"
@@ -794,7 +934,8 @@ class LocalRuntime:
                 layers=(*base_spec.layers, upper),
                 interpreter=base_spec.interpreter,
                 preload=base_spec.preload,
-                env=base_spec.env,
+                env=merged_env,
+                service=service or base_spec.service,
             )
             await self.add_template(spec)
             ok = True

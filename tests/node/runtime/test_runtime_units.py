@@ -87,6 +87,21 @@ def test_inet_allowed_for_bakes() -> None:
     assert run_bpf(prog, X86["ptrace"], sv.AUDIT_ARCH_X86_64) == ERR | errno.EPERM
 
 
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_services_get_ip_sockets_only(arch: str) -> None:
+    prog = sv.build_seccomp_filter(arch, allow_inet=True, ip_only=True)
+    aid, nr = sv._ARCH_IDS[arch], sv.SYSCALLS[arch]
+    for family in (1, 2, 10):  # AF_UNIX, AF_INET, AF_INET6
+        assert run_bpf(prog, nr["socket"], aid, (family,)) == ALLOW
+    for family in (16, 17, 0, 3):  # NETLINK, PACKET, AF_UNSPEC, AX25
+        assert run_bpf(prog, nr["socket"], aid, (family,)) == ERR | errno.EAFNOSUPPORT
+    assert run_bpf(prog, nr["socketpair"], aid, (1,)) == ALLOW
+    assert run_bpf(prog, nr["socketpair"], aid, (16,)) == ERR | errno.EAFNOSUPPORT
+    assert run_bpf(prog, nr["ptrace"], aid) == ERR | errno.EPERM
+    assert run_bpf(prog, nr["clone"], aid, (sv.CLONE_NEWNET,)) == ERR | errno.EPERM
+    assert run_bpf(prog, 0, aid) == ALLOW
+
+
 def test_seed_words_and_timeout_message() -> None:
     seed = "00" * 31 + "01"
     words = sv.seed_words(seed)

@@ -71,6 +71,17 @@ else:  # run as a script: ``-I`` keeps our own directory off sys.path
     sys.modules["collimate_factory"] = zygote
     _spec.loader.exec_module(zygote)
 
+if __package__:
+    from . import service as svc
+else:
+    _spec = _ilu.spec_from_file_location(
+        "collimate_service", os.path.join(os.path.dirname(os.path.abspath(__file__)), "service.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    svc = _ilu.module_from_spec(_spec)
+    sys.modules["collimate_service"] = svc
+    _spec.loader.exec_module(svc)
+
 # --------------------------------------------------------------------------
 # Linux constants and thin ctypes wrappers
 # --------------------------------------------------------------------------
@@ -229,6 +240,8 @@ _BPF_JGE_K = 0x35
 _BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
 AF_UNIX = 1
+AF_INET = 2
+AF_INET6 = 10
 
 #: Syscalls denied outright, with EPERM (numbers per architecture).
 _DENY_COMMON = [
@@ -384,10 +397,13 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def build_seccomp_filter(arch: str | None = None, *, allow_inet: bool = False) -> bytes:
+def build_seccomp_filter(
+    arch: str | None = None, *, allow_inet: bool = False, ip_only: bool = False
+) -> bytes:
     """Return the raw BPF program (``struct sock_filter[]``) for ``arch``.
 
-    Denied: sockets other than AF_UNIX (EAFNOSUPPORT, unless ``allow_inet``),
+    Denied: sockets other than AF_UNIX (EAFNOSUPPORT, unless ``allow_inet``;
+    with ``ip_only`` too, AF_INET/AF_INET6 are allowed, every other family not),
     clone with any CLONE_NEW* flag (EPERM), clone3 (ENOSYS, glibc falls back
     to clone), and the syscalls in ``_DENY_COMMON`` plus iopl/ioperm (EPERM).
     A foreign architecture or an x32 syscall kills the process.
@@ -424,6 +440,17 @@ def build_seccomp_filter(arch: str | None = None, *, allow_inet: bool = False) -
         _ins(_BPF_RET_K, 0, 0, errno_perm),
         _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     ]
+    if allow_inet and ip_only:  # a service: TCP/UDP on its own loopback, no netlink/packet
+        for name in ("socket", "socketpair"):
+            prog += [
+                _ins(_BPF_JEQ_K, 0, 6, nr[name]),
+                _ins(_BPF_LD_W_ABS, 0, 0, 16),  # domain
+                _ins(_BPF_JEQ_K, 3, 0, AF_UNIX),
+                _ins(_BPF_JEQ_K, 2, 0, AF_INET),
+                _ins(_BPF_JEQ_K, 1, 0, AF_INET6),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+            ]
     if not allow_inet:
         for name in ("socket", "socketpair"):
             prog += [
@@ -875,6 +902,7 @@ class SessionServer:
         self.base_env: dict[str, str] = dict(cfg.get("base_env") or {})
         self.factory_pid = 0  # the pristine factory F (factory.py), 0 when none
         self.factory_ctl: socket.socket | None = None
+        self.service_pid = 0  # the service keeper K (service.py), 0 when none
 
     # -- the pristine factory F
     def start_factory(self) -> None:
@@ -986,6 +1014,107 @@ class SessionServer:
         finally:
             theirs.close()
         return mine
+
+    # -- the service keeper K
+    def start_service(self, key: str, sock_dir: str) -> None:
+        """Fork K (service.py) when the template declares a service; after F, before requests.
+
+        Privileged steps first (bind the relay sockets in the host-shared
+        directory, bring loopback up), then K hardens itself like an exec,
+        with AF_INET allowed and no CPU-time limit, and starts the command.
+        Raises if K does not come up, failing the session's bring-up.
+        """
+        spec = self.cfg.get("service")
+        if not self.isolated or not spec or self.service_pid:
+            return
+        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - K
+            os.close(ready_r)
+            self._service_main(spec, key, sock_dir, ready_w)
+        os.close(ready_w)
+        try:
+            reply = os.read(ready_r, 4096)
+        finally:
+            os.close(ready_r)
+        if reply != b"ok":
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            _unlink_service_files(sock_dir, key)
+            raise OSError(f"service keeper failed: {reply.decode(errors='replace') or 'died'}")
+        self.service_pid = pid
+
+    def _service_main(
+        self, spec: dict[str, Any], key: str, sock_dir: str, ready_w: int
+    ) -> None:  # pragma: no cover - K
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            os.setsid()
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            self.close_fds()
+            for fd in (0, 1, 2):
+                os.dup2(self.devnull, fd)
+            # nothing of the server's may stay open here (the master reads the
+            # session's start-up pipe until EOF)
+            keep = {ready_w, self.devnull}
+            for name in os.listdir("/proc/self/fd"):
+                if int(name) > 2 and int(name) not in keep:
+                    try:
+                        os.close(int(name))
+                    except OSError:
+                        pass
+            listeners = svc.bind_listeners(sock_dir, key, [int(p) for p in spec["ports"]])
+            dir_fd = os.open(sock_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            log_fd = os.open(
+                f"{key}.svc.log",
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o644,
+                dir_fd=dir_fd,
+            )
+            svc.loopback_up()
+            unshare(CLONE_NEWNS)
+            mount(
+                "none",
+                INTERNAL_DIR,
+                "tmpfs",
+                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                "size=4k,mode=0555",
+            )
+            drop_all_capabilities(self.cap_last, bounding=False)
+            load_seccomp(bytes(self.cfg["_seccomp_inet"]))
+            import resource
+
+            apply_limits(dict(self.cfg["limits"], cpu_seconds=resource.RLIM_INFINITY))
+            os.umask(0o022)
+            os.chdir(self.sandbox_dir)
+            env = svc.service_env(self.base_env, list(self.cfg.get("env") or []))
+            keeper = svc.Keeper(
+                listeners,
+                argv=["/bin/sh", "-c", str(spec["cmd"])],
+                env=env,
+                cwd=self.sandbox_dir,
+                log_fd=log_fd,
+                dir_fd=dir_fd,
+                exit_name=f"{key}.svc.exit",
+                devnull=self.devnull,
+                in_child=_die_with_parent,
+            )
+            os.write(ready_w, b"ok")
+            os.close(ready_w)
+        except BaseException as exc:
+            try:
+                os.write(ready_w, f"{type(exc).__name__}: {exc}".encode())
+            except BaseException:
+                pass
+            os._exit(1)
+        try:
+            keeper.run()
+        finally:
+            os._exit(0)
 
     def _factory_died(self) -> None:
         self.factory_pid = 0
@@ -1274,6 +1403,8 @@ class SessionServer:
                 return
             if pid == self.factory_pid:
                 self._factory_died()
+            if pid == self.service_pid:
+                self.service_pid = 0  # its leftovers die at the next sweep
             ex = self.execs.get(pid)
             if ex is not None:
                 ex.status = status
@@ -1287,7 +1418,7 @@ class SessionServer:
         session and the per-session RLIMIT_NPROC count is back to zero. The
         factory F is spared (and continued, should an exec have stopped it).
         """
-        if not self.factory_pid:
+        if not self.factory_pid and not self.service_pid:
             try:
                 os.kill(-1, signal.SIGKILL)
             except OSError:
@@ -1299,7 +1430,7 @@ class SessionServer:
                 pass
         deadline = time.monotonic() + 2.0
         while True:
-            if self.factory_pid and not self._kill_all_but_factory():
+            if (self.factory_pid or self.service_pid) and not self._kill_all_but_factory():
                 return
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -1309,21 +1440,31 @@ class SessionServer:
                 continue
             if pid == self.factory_pid:  # (a zombie holds its pid until reaped here)
                 self._factory_died()
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except OSError:
-                    pass
+                if not self.service_pid:
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except OSError:
+                        pass
+            if pid and pid == self.service_pid:
+                self.service_pid = 0
             if pid == 0:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.0005)
 
     def _kill_all_but_factory(self) -> bool:
-        """SIGKILL every process but us and F (``kill(-1)`` would hit F); any left?"""
+        """SIGKILL every process but us, F and the service (``kill(-1)`` would hit them); any left?
+
+        The service is every process of K's process session: an exec cannot
+        join it (setsid only creates sessions), a service child that calls
+        setsid leaves it and dies here.
+        """
         keep = (os.getpid(), self.factory_pid)
         found = False
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) in keep:
+                continue
+            if self.service_pid and _session_of(int(name)) == self.service_pid:
                 continue
             found = True
             try:
@@ -1371,6 +1512,31 @@ class SessionServer:
             "seed_ack": "verified" if ack == ex.job.seed else "no-ack",
         }
         self._reply(ex.conn, header, bytes(ex.output))
+
+
+def _die_with_parent() -> None:
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _session_of(pid: int) -> int:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return -1
+
+
+def _unlink_service_files(sock_dir: str, key: str) -> None:
+    """Remove session ``key``'s relay sockets and service status files."""
+    try:
+        names = os.listdir(sock_dir)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(f"{key}.") and name != f"{key}.sock":
+            try:
+                os.unlink(os.path.join(sock_dir, name))
+            except OSError:
+                pass
 
 
 def overlay_options(lowers: list[str], layer_dir: str, gen: int) -> str:
@@ -1421,6 +1587,8 @@ class Master:
 
         if self.isolated:
             self.cfg["_seccomp"] = build_seccomp_filter()
+            if self.cfg.get("service"):
+                self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
 
         for name in self.cfg.get("preload") or []:
             try:
@@ -1525,6 +1693,7 @@ class Master:
             os.unlink(os.path.join(self.sock_dir, f"{key}.sock"))
         except OSError:
             pass
+        _unlink_service_files(self.sock_dir, key)
         if self.isolated:
             try:
                 os.rmdir(os.path.join(INTERNAL_DIR, "s", key))
@@ -1809,6 +1978,7 @@ class Master:
         )
         _freeze_heap(collect=False)
         server.start_factory()  # before this server reads any request
+        server.start_service(key, self.sock_dir)
         os.write(w, b"ready\n")
         os.close(w)
         server.serve()
