@@ -37,6 +37,9 @@ MAX_MESSAGE = 32 << 20
 MAX_STDOUT = 8 << 20
 DEFAULT_SEED = "0" * 64
 CANDIDATE_FILE = "candidate.py"
+#: In the env of a process the node's factory spawns from this part: ``candidate``
+#: serves as C directly (fds 0..4: program, stdout, stderr, socket, stdin), else Z.
+ROLE_ENV = "COLLIMATE_HARNESS_ROLE"
 _INT_SIZE = 4  # a C int in SCM_RIGHTS data, on every Linux target
 _PR_SET_DUMPABLE = 4
 

@@ -54,6 +54,7 @@ import time
 from ._child import (  # collimate: strip
     MAX_MESSAGE,
     MAX_STDOUT,
+    ROLE_ENV,
     TAIL_BYTES,
     _frame,
     _recv_exact,
@@ -96,110 +97,126 @@ def _take_factory() -> socket.socket | None:
         return None
 
 
-def _factory_spawn(sock: socket.socket, boot_r: int, child_fd: int) -> int | None:
-    """Ask the node's pristine factory for a warm Z running marshal code; its pid or None.
+def _factory_spawn(sock: socket.socket, fds: list[int], program: bytes, role: str) -> int:
+    """Have the node's pristine factory fork a warm process running ``program``; its pid.
 
-    The factory (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks a
-    process that never saw any request, so it is as clean as a fresh
-    interpreter, minus the start-up. Any failure means "use the fallback".
-    The connection is closed either way: nothing T starts may inherit it.
+    ``program`` is the ``marshal`` of the child part (it must be this build's);
+    ``fds`` are C's socket, stdout, stderr and stdin: they become the new
+    process's 3, 1, 2 and 4 (0 carries the program, see the child part's
+    trailer). The factory
+    (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks processes that
+    never saw any request: as clean as a fresh interpreter, minus the start-up.
+    Raises ``OSError`` when it cannot (the caller falls back to a fresh one).
     """
-    devnull = -1
+    sock_fd, out_w, err_w, in_r = fds
+    boot_r, boot_w = os.pipe()
     try:
-        if sock.type != socket.SOCK_SEQPACKET:
-            return None
-        sock.settimeout(_FACTORY_TIMEOUT)
         request = {
             "op": "spawn",
             "seed": os.environ.get("COLLIMATE_SEED", ""),
-            "env": dict(os.environ),
+            "env": dict(os.environ, **{ROLE_ENV: role}),
             "code": "marshal",
             "tag": _marshal_tag(),
         }
-        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-        fds = [boot_r, devnull, devnull, child_fd]
-        socket.send_fds(sock, [json.dumps(request).encode("utf-8")], fds)
+        sent = [boot_r, out_w, err_w, sock_fd, in_r]
+        socket.send_fds(sock, [json.dumps(request).encode("utf-8")], sent)
         reply = json.loads(sock.recv(65536) or b"null")
-        if type(reply) is not dict or reply.get("ok") is not True:
-            return None
-        pid = reply.get("pid")
-        if type(pid) is not int or pid <= 1 or pid == os.getpid():
-            return None
-        if reply.get("marshal") is not True:  # another interpreter build: not ours
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            return None
-        return pid
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        os.close(boot_w)
+        raise OSError(f"the factory did not answer: {exc}") from None
     finally:
-        sock.close()
-        if devnull >= 0:
-            os.close(devnull)
+        os.close(boot_r)
+    pid = reply.get("pid") if type(reply) is dict and reply.get("ok") is True else None
+    if type(pid) is not int or pid <= 1 or pid == os.getpid():
+        os.close(boot_w)
+        raise OSError("the factory refused to spawn")
+    if reply.get("marshal") is not True:  # another interpreter build: not ours
+        os.close(boot_w)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        raise OSError("the factory runs another interpreter build")
+    with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
+        pipe.write(program)
+    return pid
 
 
 class _Zygote:
-    """T's handle on Z, a process that never saw the request, running the child part.
+    """T's source of candidate processes, none of which ever saw the request.
 
-    Not a plain fork of T: a runtime may still hold the exec request, files
-    included, in the exec process's memory (the local node does, in its exec
-    child's frames), and a forked zygote would hand that to the candidate.
-    Z is a warm process from the node's pristine factory when the exec has
-    one (``COLLIMATE_ZYGOTE_FD``), else a *fresh interpreter* (fork, then
-    exec). ``code`` is the child part compiled (T compiled it anyway); it
-    travels as ``marshal`` data when Z runs the same interpreter build.
+    A runtime may still hold the exec request, files included, in the exec
+    process's memory (the local node does, in its exec child's frames), so a
+    plain fork of T would hand that to the candidate. When the exec has the
+    node's pristine factory (``COLLIMATE_ZYGOTE_FD``) and T runs compiled code
+    of this build, every candidate is a warm process the factory forks
+    directly, running the child part (``code``, sent as ``marshal``). Else,
+    or once the factory fails, candidates are forked by Z: a *fresh
+    interpreter* (fork, then exec) running the child part, started before T
+    reads any secret when there is no factory.
     """
 
     def __init__(self, source: str | None, code: Any = None) -> None:
         if code is None and not source:
             raise OSError("no zygote program")
+        self.source = source
+        self.program = marshal.dumps(code) if code is not None else None
+        self.factory: socket.socket | None = _take_factory()  # taken (and closed) in every case
+        if self.factory is not None and (
+            self.program is None or self.factory.type != socket.SOCK_SEQPACKET
+        ):
+            self._drop_factory()
+        self.warm = self.factory is not None
+        self.pid = 0
+        self.ctl: socket.socket | None = None
+        self.alive = True
+        if self.factory is None:
+            self._start_fresh()
+
+    def _drop_factory(self) -> None:
+        if self.factory is not None:
+            self.factory.close()
+            self.factory = None
+
+    def _start_fresh(self) -> None:
+        """Start Z: fork, then exec a fresh interpreter that runs the child part."""
+        if not sys.executable:
+            raise OSError("no interpreter to start")
+        if self.program is not None:
+            program = b"M" + self.program
+        else:
+            program = b"S" + f"{self.source}\n_zygote_main(3)\n".encode()
         parent, child = socket.socketpair()
         boot_r, boot_w = os.pipe()
-        factory = _take_factory()  # taken (and closed) in every case
-        warm = None
-        if factory is not None:
-            if code is not None:
-                warm = _factory_spawn(factory, boot_r, child.fileno())
-            factory.close()
-        self.warm = warm is not None
-        if warm is not None:
-            pid = warm
-            program = marshal.dumps(code)
-        elif not sys.executable:
-            for fd in (boot_r, boot_w):
-                os.close(fd)
-            parent.close()
-            child.close()
-            raise OSError("no interpreter to start")
-        else:
-            if code is not None:
-                program = b"M" + marshal.dumps(code)
-            else:
-                program = b"S" + f"{source}\n_zygote_main(3)\n".encode()
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    devnull = os.open(os.devnull, os.O_RDWR)
-                    os.dup2(boot_r, 0)
-                    os.dup2(devnull, 1)
-                    os.dup2(devnull, 2)
-                    os.dup2(child.fileno(), 3)
-                    os.set_inheritable(3, True)
-                    os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
-                finally:
-                    os._exit(127)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(boot_r, 0)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.dup2(child.fileno(), 3)
+                os.set_inheritable(3, True)
+                os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
+            finally:
+                os._exit(127)
         child.close()
         os.close(boot_r)
         with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
             pipe.write(program)
         self.pid = pid
         self.ctl = parent
-        self.alive = True
 
     def spawn(self, fds: list[int], timeout: float) -> int:
-        """Have Z fork a candidate process holding ``fds``; returns its pid."""
+        """A new candidate process holding ``fds`` (socket, stdout, stderr, stdin); its pid."""
         if not self.alive:
             raise OSError("the zygote is gone")
+        if self.factory is not None and self.program is not None:
+            try:
+                self.factory.settimeout(max(0.05, min(timeout, _FACTORY_TIMEOUT)))
+                return _factory_spawn(self.factory, fds, self.program, "candidate")
+            except OSError:
+                self._drop_factory()  # e.g. a candidate killed it: a fresh Z from now on
+                self._start_fresh()
+        assert self.ctl is not None
         try:
             self.ctl.settimeout(max(0.05, min(timeout, 10.0)))
             socket.send_fds(self.ctl, [b"S"], fds)
@@ -213,11 +230,13 @@ class _Zygote:
         return int(struct.unpack("!q", data)[0])
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.ctl.close()
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)
-        if not self.warm:  # a warm Z is the factory's child (it reaps it)
+        self._drop_factory()
+        if self.ctl is not None:
+            with contextlib.suppress(OSError):
+                self.ctl.close()
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.waitpid(self.pid, 0)
 

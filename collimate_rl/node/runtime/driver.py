@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bwrap as bw
+from ._warm import warm_modules
 from .base import (
     ExecOutcome,
     ExecSpec,
@@ -334,6 +335,7 @@ class TemplateHost:
             "base_env": base_env,
             "sys_path": sys_path,
             "none_root": none_root,
+            "warm_modules": warm_modules(spec.interpreter),
         }
         return json.dumps(cfg)
 

@@ -23,7 +23,7 @@ clean. Every exec gets fd ``ZYGOTE_FD`` (4), named by ``COLLIMATE_ZYGOTE_FD``:
 its own ``SOCK_SEQPACKET`` connection to F (a socketpair the server makes per
 exec and hands to F over their control socket by SCM_RIGHTS). Protocol: one
 JSON request ``{"op": "spawn", "seed", "env", "code": "source"|"marshal",
-"tag"}`` with the new process's fds 0..3 attached; reply ``{"ok", "pid",
+"tag"}`` with the new process's fds 0..4 attached; reply ``{"ok", "pid",
 "marshal"}``; then the exec writes the program to the new fd 0 and closes it
 (see ``factory.py``). The post-exec sweep kills every process but the server
 and F. F is never re-created (a fork of a server that has read requests is
@@ -1421,6 +1421,10 @@ class Master:
 
         if self.isolated:
             self.cfg["_seccomp"] = build_seccomp_filter()
+        try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
+            zygote.load_warm_modules(self.cfg.get("warm_modules"))
+        except Exception as exc:
+            print(f"collimate master: warm modules failed: {exc!r}", file=sys.stderr)
 
         for name in self.cfg.get("preload") or []:
             try:
