@@ -265,6 +265,13 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- Z: zygote
 
 
+def _serve_as_spawned() -> None:
+    """Entry of a process the node's factory spawned from this part: C, or else Z."""
+    if os.environ.pop(ROLE_ENV, "") == "candidate":
+        _candidate_main([3, 1, 2, 4])  # fds: see _harness._factory_spawn
+    _zygote_main(3)
+
+
 def _zygote_main(ctl_fd: int) -> None:
     """Fork a candidate process per request; never touches the exec's stdout.
 

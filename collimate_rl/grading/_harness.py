@@ -154,14 +154,18 @@ class _Zygote:
     reads any secret when there is no factory.
     """
 
-    def __init__(self, source: str | None, code: Any = None) -> None:
+    def __init__(self, source: str | None, code: Any = None, spawned: Any = None) -> None:
         if code is None and not source:
             raise OSError("no zygote program")
         self.source = source
-        self.program = marshal.dumps(code) if code is not None else None
+        self.code = code
+        # what the factory's processes run: ``spawned`` (a few bytes that enter
+        # the warm harness) or the child part itself
+        entry = spawned if spawned is not None else code
+        self.spawned = marshal.dumps(entry) if entry is not None else None
         self.factory: socket.socket | None = _take_factory()  # taken (and closed) in every case
         if self.factory is not None and (
-            self.program is None or self.factory.type != socket.SOCK_SEQPACKET
+            self.spawned is None or self.factory.type != socket.SOCK_SEQPACKET
         ):
             self._drop_factory()
         self.warm = self.factory is not None
@@ -180,8 +184,8 @@ class _Zygote:
         """Start Z: fork, then exec a fresh interpreter that runs the child part."""
         if not sys.executable:
             raise OSError("no interpreter to start")
-        if self.program is not None:
-            program = b"M" + self.program
+        if self.code is not None:
+            program = b"M" + marshal.dumps(self.code)
         else:
             program = b"S" + f"{self.source}\n_zygote_main(3)\n".encode()
         parent, child = socket.socketpair()
@@ -209,10 +213,10 @@ class _Zygote:
         """A new candidate process holding ``fds`` (socket, stdout, stderr, stdin); its pid."""
         if not self.alive:
             raise OSError("the zygote is gone")
-        if self.factory is not None and self.program is not None:
+        if self.factory is not None and self.spawned is not None:
             try:
                 self.factory.settimeout(max(0.05, min(timeout, _FACTORY_TIMEOUT)))
-                return _factory_spawn(self.factory, fds, self.program, "candidate")
+                return _factory_spawn(self.factory, fds, self.spawned, "candidate")
             except OSError:
                 self._drop_factory()  # e.g. a candidate killed it: a fresh Z from now on
                 self._start_fresh()

@@ -60,9 +60,7 @@ _ZYGOTE_PARTS = ("_codec", "_child")
 # part serves as Z, or as C when the factory spawned it for that (see _harness).
 _ZYGOTE_TRAILER = """
 if __name__ == "__main__" and "_ZYGOTE_CODE" not in globals():
-    if os.environ.pop(ROLE_ENV, "") == "candidate":
-        _candidate_main([3, 1, 2, 4])
-    _zygote_main(3)
+    _serve_as_spawned()
 """
 # A parenthesised intra-package import marked on its first line, through its ")".
 _STRIPPED_BLOCK = re.compile(r"^from \.\w+ import \(  # collimate: strip\n.*?^\)\n", re.M | re.S)
