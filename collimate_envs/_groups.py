@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,22 +21,32 @@ _DELETE_WORKERS = 8
 
 @dataclass
 class SessionLedger:
-    """Every session an env created and has not deleted yet.
+    """Every session an env created and has not deleted yet (thread-safe).
 
     A ``weakref.finalize`` on the owning env calls :meth:`reap_all`, so an env
-    that is garbage-collected without ``close()`` still leaks nothing.
+    that is garbage-collected without ``close()`` still leaks nothing: it
+    first waits for background work (``settle``), and a session recorded
+    after it anyway is deleted at once.
     """
 
     client: Any
     live: set[str] = field(default_factory=set)
+    reaped: bool = False
+    settle: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def created(self, *session_ids: str) -> None:
-        self.live.update(session_ids)
+        with self._lock:
+            late = self.reaped
+            self.live.update(session_ids)
+        if late:
+            self.delete(*session_ids)
 
     def delete(self, *session_ids: str) -> None:
         """Delete the sessions (concurrently when there are several); never raises."""
-        doomed = [sid for sid in session_ids if sid in self.live]
-        self.live.difference_update(doomed)
+        with self._lock:
+            doomed = [sid for sid in session_ids if sid in self.live]
+            self.live.difference_update(doomed)
         if len(doomed) <= 1:
             for sid in doomed:
                 self.client.delete_session(sid)  # never raises, per the contract
@@ -46,7 +59,12 @@ class SessionLedger:
                 self.client.delete_session(sid)
 
     def reap_all(self) -> None:
-        self.delete(*sorted(self.live))
+        for wait in self.settle:
+            wait()
+        with self._lock:
+            self.reaped = True
+            doomed = sorted(self.live)
+        self.delete(*doomed)
 
     def attach_to(self, owner: object) -> weakref.finalize[[SessionLedger], object]:
         return weakref.finalize(owner, SessionLedger.reap_all, self)
@@ -58,36 +76,86 @@ class GroupSessions:
 
     members: list[str]
 
-    def close(self, ledger: SessionLedger) -> None:
-        ledger.delete(*self.members)
-
 
 @dataclass
 class MemberForker:
-    """Forks every episode's members from one parent session that never runs anything.
+    """Fresh members for every episode, forked ahead of time from one pristine parent.
 
-    The parent is created from the template once (lazily) and stays pristine,
-    so a fork of it is a fresh session without the create: one fork call
-    gives every group being reset its members. A parent the node reaped in
-    the meantime (idle TTL) is replaced once.
+    The parent is created from the template once (lazily) and never runs
+    anything, so a fork of it is a fresh session without the create, and a
+    member does not depend on the task it will get. So after handing out an
+    episode's members the forker already forks the next episode's in the
+    background (same count), and retires old members in the background too:
+    a reset mostly takes sessions that are ready. A parent the node reaped
+    in the meantime (idle TTL) is replaced once; a background fork that
+    failed is simply redone on demand.
     """
 
     ledger: SessionLedger
     template: str
     parent: str | None = None
+    _spare: tuple[int, Future[list[str]]] | None = None
+    _background: ThreadPoolExecutor | None = None
+
+    def __post_init__(self) -> None:
+        self.ledger.settle.append(self._drain)
 
     def open(self, groups: int, size: int) -> list[GroupSessions]:
         """``groups`` groups of ``size`` fresh members (all or nothing)."""
-        try:
-            members = _fork(self.ledger.client, self._parent(), groups * size)
-        except (CollimateNotFoundError, CollimateSessionGoneError):
-            self._drop_parent()
-            members = _fork(self.ledger.client, self._parent(), groups * size)
-        self.ledger.created(*members)
+        count = groups * size
+        members = self._take_spare(count)
+        if members is None:
+            members = self._fork(count)
+        self._spare = (count, self._worker().submit(self._fork, count))
         return [GroupSessions(members[g * size : (g + 1) * size]) for g in range(groups)]
 
+    def retire(self, *session_ids: str) -> None:
+        """Delete sessions in the background (in order with the background forks)."""
+        if session_ids:
+            self._worker().submit(self.ledger.delete, *session_ids)
+
     def close(self) -> None:
-        self._drop_parent()
+        """Wait for the background work, then delete the spare members and the parent."""
+        self._drain()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[1].exception() is None:
+            self.ledger.delete(*spare[1].result())
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            self.ledger.delete(parent)
+
+    def _drain(self) -> None:
+        background, self._background = self._background, None
+        if background is not None:
+            with contextlib.suppress(RuntimeError):  # called from its own thread (by GC)
+                background.shutdown(wait=True)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="collimate-members")
+        return self._background
+
+    def _take_spare(self, count: int) -> list[str] | None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        spare_count, future = spare
+        if future.exception() is not None:
+            return None
+        members = future.result()
+        if spare_count != count:  # another width (a partial reset): not these
+            self.retire(*members)
+            return None
+        return members
+
+    def _fork(self, count: int) -> list[str]:
+        try:
+            members = _fork(self.ledger.client, self._parent(), count)
+        except (CollimateNotFoundError, CollimateSessionGoneError):
+            self._replace_parent()
+            members = _fork(self.ledger.client, self._parent(), count)
+        self.ledger.created(*members)
+        return members
 
     def _parent(self) -> str:
         if self.parent is None:
@@ -96,7 +164,7 @@ class MemberForker:
             self.ledger.created(self.parent)
         return self.parent
 
-    def _drop_parent(self) -> None:
+    def _replace_parent(self) -> None:
         parent, self.parent = self.parent, None
         if parent is not None:
             self.ledger.delete(parent)

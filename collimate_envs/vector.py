@@ -44,8 +44,9 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
 
     On reset, each group draws one task and gets ``group_size`` fresh members:
     copy-on-write forks of one parent session the env created from the
-    template and never runs anything in (one fork call for every group being
-    reset; the previous members are deleted meanwhile). Member ``i`` of a
+    template and never runs anything in. Members do not depend on the task,
+    so the next reset's are forked in the background while this episode
+    runs, and old ones are deleted in the background. Member ``i`` of a
     group grades in its own fork, so one member's files, crash or timeout
     never touch another. One ``step`` grades every member concurrently.
     Members of group ``g`` are indices ``g*K .. g*K+K-1``.
@@ -147,9 +148,11 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        if self._forker is not None:
+            self._forker.close()
+            self._forker = None
         if self._ledger is not None:
             self._ledger.reap_all()
-        self._forker = None
         self._groups = [None] * self.num_groups
 
     # -- reset ---------------------------------------------------------------------
@@ -185,7 +188,7 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         return range(g * self.group_size, (g + 1) * self.group_size)
 
     def _reset_groups(self, groups: list[int], options: dict[str, Any]) -> None:
-        """New episodes for ``groups``: a task each, fresh members (old ones deleted meanwhile)."""
+        """New episodes for ``groups``: a task each, fresh members (old ones retired)."""
         if not groups:
             return
         old: list[GroupSessions] = []
@@ -199,13 +202,8 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
             # CRN key: shared by the group's members, fresh for every episode, and
             # replayable because the nonce comes from the env's seeded RNG.
             self._group_keys[g] = f"{self.tasks.key(task)}:{self.np_random.bytes(8).hex()}"
-        doomed = [sid for sessions in old for sid in sessions.members]
-        with ThreadPoolExecutor(1) as background:
-            deleting = background.submit(self.ledger.delete, *doomed)
-            try:
-                opened = self.forker.open(len(groups), self.group_size)
-            finally:
-                deleting.result()
+        self.forker.retire(*(sid for sessions in old for sid in sessions.members))
+        opened = self.forker.open(len(groups), self.group_size)
         for g, sessions in zip(groups, opened, strict=True):
             self._groups[g] = sessions
             self._ended[g] = False
@@ -307,6 +305,6 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
             for g in groups:
                 sessions, self._groups[g] = self._groups[g], None
                 if sessions is not None:
-                    sessions.close(self.ledger)
+                    self.ledger.delete(*sessions.members)
                 self._ended[g] = True
             raise
