@@ -191,3 +191,23 @@ def test_a_warm_stub_miss_costs_one_exec_then_the_client_ships_the_full_program(
     assert first.reward == 1.0 and fake.calls == 2, first
     second = grade(fake, TEMPLATE, ADD, SPEC, extract=False)
     assert second.reward == 1.0 and fake.calls == 3, second
+
+
+def test_a_candidate_in_a_forked_parent_cannot_write_into_a_childs_layers(client: Any) -> None:
+    # A fork freezes the parent's layer and shares it with the child; the
+    # factory's mount namespace still had the old overlay, so it must go.
+    parent = client.create_session(TEMPLATE)["session_id"]
+    child = ""
+    try:
+        client.session_exec(parent, command="echo base > base.txt")
+        child = client.fork_session(parent, 1).children[0].session_id
+        writer = "open('/sandbox/late.txt', 'w').write('late')\n" + ADD
+        result = grade(client, TEMPLATE, writer, SPEC, session_id=parent, extract=False)
+        assert result.reward == 1.0, result
+        assert client.session_exec(parent, command="cat late.txt")["stdout"] == "late"
+        seen = client.session_exec(child, command="cat base.txt late.txt 2>&1")["stdout"]
+        assert seen.startswith("base\n") and "No such file" in seen, seen
+    finally:
+        client.delete_session(parent)
+        if child:
+            client.delete_session(child)

@@ -1170,6 +1170,16 @@ class SessionServer:
             mount("overlay", SANDBOX_DIR, "overlay", MS_NOSUID | MS_NODEV, opts)
             self.lowers = lowers
             self.gen = new_gen
+            # F's mount namespace is a copy made at its start: it still has the
+            # old overlay, whose upper layer is now frozen and shared with the
+            # forks. Processes F spawned would write into it, so F goes (later
+            # execs fall back to a fresh interpreter).
+            if self.factory_pid:
+                try:
+                    os.kill(self.factory_pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self._factory_died()
         self._reply(sock, {"ok": True, "lowers": self.lowers, "gen": self.gen})
 
     def _start_exec(self, sock: socket.socket, job: ExecJob) -> None:
