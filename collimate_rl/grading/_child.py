@@ -1,7 +1,8 @@
 """Part 2 of the shipped harness: the candidate (C) and zygote (Z) processes.
 
-Stdlib only. Z runs this part (with :mod:`._codec`) in a fresh interpreter,
-once per grade, so it imports only C-level modules (no ``json``/``re``/
+Stdlib only. Candidates run this part (with :mod:`._codec`), as processes
+the node's factory forks or forked by Z, a fresh interpreter that may have
+to start once per grade, so it imports only C-level modules (no ``json``/``re``/
 ``enum``/``socket``): requests from T arrive as ``marshal`` data (T is
 trusted), answers go back as JSON written by :func:`_to_json` (T parses them
 with ``json``, never with ``marshal``). See :mod:`._harness` for the design.

@@ -7,23 +7,24 @@ Processes:
 
 ``T`` (trusted)
     the harness. It marks itself non-dumpable (``PR_SET_DUMPABLE 0``: no
-    /proc/<pid>/mem, fd or environ access by same-uid processes), starts ``Z``
-    *before* reading any secret, then reads the payload (tests, expected
-    values, reference, nonce, candidate source) into memory and unlinks it
-    and its own code file. It runs every comparison and all trusted test code
-    and prints exactly one result frame, ``COLLIMATE_RESULT <nonce> <json>``,
-    as the last thing it does.
-``Z`` (zygote)
-    a process that never shared memory with the exec process (which may
-    still hold the request) and runs only the codec and child parts, read
-    from a pipe as the ``marshal`` of ``_ZYGOTE_CODE`` (compiled once, by T):
-    a warm process from the node's pristine factory when the exec has one
-    (``COLLIMATE_ZYGOTE_FD``, see the node runtime README), else a *fresh*
-    interpreter (fork + exec of ``sys.executable -I -S``). Its stdio is
-    /dev/null; it forks one ``C`` per request, handing it the socket and pipes
-    ``T`` passed over SCM_RIGHTS. T takes the factory fd out of its
-    environment and closes it before anything else starts, so neither Z nor
-    C can reach the factory.
+    /proc/<pid>/mem, fd or environ access by same-uid processes), then reads
+    the payload (tests, expected values, reference, nonce, candidate source)
+    into memory and unlinks it and its own code file. It runs every
+    comparison and all trusted test code and prints exactly one result
+    frame, ``COLLIMATE_RESULT <nonce> <json>``, as the last thing it does.
+    T takes the exec's connection to the node's pristine factory out of its
+    environment (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) and
+    keeps it non-inheritable: nothing T starts can reach the factory.
+``F`` / ``Z`` (where candidates come from)
+    processes that never shared memory with the exec process (which may
+    still hold the request). With a factory F, F forks every ``C`` on T's
+    request: a warm process running the child part (in the node's warm
+    harness, a few bytes entering it; else the ``marshal`` of
+    ``_ZYGOTE_CODE``, compiled once by T). Without one, or once F fails,
+    ``Z``: a *fresh* interpreter (fork + exec of ``sys.executable -I -S``)
+    running the codec and child parts, started before T reads any secret
+    when there is no factory; its stdio is /dev/null and it forks one ``C``
+    per request, handing it the socket and pipes T passed over SCM_RIGHTS.
 ``C`` (candidate)
     keeps only its private request socket (fd 3) and capture pipes (fds 0/1/2),
     so it can never write to the exec's stdout; loads the candidate and
@@ -33,8 +34,8 @@ Processes:
 
 The candidate never runs in a process that has seen the payload, and nothing
 it prints reaches the exec's output except through the bounded tail in the
-frame. If ``T`` can start neither a warm nor a fresh ``Z`` it refuses to grade
-(fail closed).
+frame. If ``T`` has no factory and cannot start a fresh ``Z`` it refuses to
+grade (fail closed).
 """
 
 from __future__ import annotations  # collimate: strip
@@ -92,7 +93,9 @@ def _take_factory() -> socket.socket | None:
     if not text:
         return None
     try:
-        return socket.socket(fileno=int(text))
+        sock = socket.socket(fileno=int(text))
+        sock.set_inheritable(False)  # a fresh Z (fork + exec) must never get it
+        return sock
     except (ValueError, OSError):
         return None
 
