@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,6 +18,9 @@ __all__ = ["GroupSessions", "MemberForker", "SessionLedger"]
 
 #: Parallel deletes of the sessions an episode leaves behind.
 _DELETE_WORKERS = 8
+#: Members forked ahead but idle longer than this are replaced (a node reaps idle
+#: sessions, 600 s by default; an episode can wait that long for its completions).
+SPARE_MAX_AGE_SECONDS = 120.0
 
 
 @dataclass
@@ -94,7 +98,7 @@ class MemberForker:
     ledger: SessionLedger
     template: str
     parent: str | None = None
-    _spare: tuple[int, Future[list[str]]] | None = None
+    _spare: tuple[int, Future[tuple[float, list[str]]]] | None = None
     _background: ThreadPoolExecutor | None = None
 
     def __post_init__(self) -> None:
@@ -106,7 +110,7 @@ class MemberForker:
         members = self._take_spare(count)
         if members is None:
             members = self._fork(count)
-        self._spare = (count, self._worker().submit(self._fork, count))
+        self._spare = (count, self._worker().submit(self._fork_ahead, count))
         return [GroupSessions(members[g * size : (g + 1) * size]) for g in range(groups)]
 
     def retire(self, *session_ids: str) -> None:
@@ -119,7 +123,7 @@ class MemberForker:
         self._drain()
         spare, self._spare = self._spare, None
         if spare is not None and spare[1].exception() is None:
-            self.ledger.delete(*spare[1].result())
+            self.ledger.delete(*spare[1].result()[1])
         parent, self.parent = self.parent, None
         if parent is not None:
             self.ledger.delete(parent)
@@ -142,11 +146,15 @@ class MemberForker:
         spare_count, future = spare
         if future.exception() is not None:
             return None
-        members = future.result()
-        if spare_count != count:  # another width (a partial reset): not these
-            self.retire(*members)
+        forked_at, members = future.result()
+        if spare_count != count or time.monotonic() - forked_at > SPARE_MAX_AGE_SECONDS:
+            self.retire(*members)  # another width (a partial reset), or stale
             return None
         return members
+
+    def _fork_ahead(self, count: int) -> tuple[float, list[str]]:
+        members = self._fork(count)
+        return time.monotonic(), members
 
     def _fork(self, count: int) -> list[str]:
         try:

@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 import collimate_envs
+from collimate_envs import _groups
 from collimate_envs import info as keys
 from collimate_envs.shell import ShellEnv
 from collimate_envs.tasks import load_task_set
@@ -182,16 +183,23 @@ def test_members_are_isolated(local_client: object, no_leaks: None) -> None:
     envs.close()
 
 
-def test_reset_takes_the_members_forked_ahead(local_client: object, no_leaks: None) -> None:
+def test_reset_takes_the_members_forked_ahead(
+    local_client: object, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     envs = GroupVectorEnv(num_envs=4, group_size=2, client=local_client)
     envs.reset(seed=0)
     first = [m for g in envs._groups for m in g.members]
-    ahead = envs.forker._spare[1].result()
+    _, ahead = envs.forker._spare[1].result()
     envs.reset(seed=1)
     second = [m for g in envs._groups for m in g.members]
     assert second == ahead and not set(first) & set(second)
     out = local_client.session_exec(second[0], command="ls -A /sandbox | wc -l")
     assert out["stdout"].strip() == "0"  # fresh: nothing from the template's parent or episode 1
+    _, stale = envs.forker._spare[1].result()
+    monkeypatch.setattr(_groups, "SPARE_MAX_AGE_SECONDS", 0.0)
+    envs.reset(seed=2)  # members forked ahead but too old: fresh ones instead
+    third = [m for g in envs._groups for m in g.members]
+    assert not set(third) & (set(second) | set(stale))
     envs.close()
 
 
