@@ -1,38 +1,74 @@
-"""The sandboxes of one GRPO group: a warm parent session and K copy-on-write forks."""
+"""The sandboxes of GRPO groups: one pristine parent session, K copy-on-write forks per group."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from collimate_rl.errors import CollimateNotFoundError, CollimateSessionGoneError
 from collimate_rl.sandbox import Sandbox
 
-__all__ = ["GroupSessions", "SessionLedger"]
+__all__ = ["GroupSessions", "MemberForker", "SessionLedger"]
+
+#: Parallel deletes of the sessions an episode leaves behind.
+_DELETE_WORKERS = 8
+#: Members forked ahead but idle longer than this are replaced (a node reaps idle
+#: sessions, 600 s by default; an episode can wait that long for its completions).
+SPARE_MAX_AGE_SECONDS = 120.0
 
 
 @dataclass
 class SessionLedger:
-    """Every session an env created and has not deleted yet.
+    """Every session an env created and has not deleted yet (thread-safe).
 
     A ``weakref.finalize`` on the owning env calls :meth:`reap_all`, so an env
-    that is garbage-collected without ``close()`` still leaks nothing.
+    that is garbage-collected without ``close()`` still leaks nothing: it
+    first waits for background work (``settle``), and a session recorded
+    after it anyway is deleted at once.
     """
 
     client: Any
     live: set[str] = field(default_factory=set)
+    reaped: bool = False
+    settle: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def created(self, *session_ids: str) -> None:
-        self.live.update(session_ids)
+        with self._lock:
+            late = self.reaped
+            self.live.update(session_ids)
+        if late:
+            self.delete(*session_ids)
 
     def delete(self, *session_ids: str) -> None:
-        for sid in session_ids:
-            if sid in self.live:
-                self.live.discard(sid)
+        """Delete the sessions (concurrently when there are several); never raises."""
+        with self._lock:
+            doomed = [sid for sid in session_ids if sid in self.live]
+            self.live.difference_update(doomed)
+        if len(doomed) <= 1:
+            for sid in doomed:
                 self.client.delete_session(sid)  # never raises, per the contract
+            return
+        try:
+            with ThreadPoolExecutor(min(_DELETE_WORKERS, len(doomed))) as pool:
+                list(pool.map(self.client.delete_session, doomed))
+        except RuntimeError:  # no new threads (interpreter shutdown): one by one
+            for sid in doomed:
+                self.client.delete_session(sid)
 
     def reap_all(self) -> None:
-        self.delete(*sorted(self.live))
+        for wait in self.settle:
+            wait()
+        with self._lock:
+            self.reaped = True
+            doomed = sorted(self.live)
+        self.delete(*doomed)
 
     def attach_to(self, owner: object) -> weakref.finalize[[SessionLedger], object]:
         return weakref.finalize(owner, SessionLedger.reap_all, self)
@@ -40,28 +76,106 @@ class SessionLedger:
 
 @dataclass
 class GroupSessions:
-    """A parent session (task setup ran once) and its ``size`` forked members."""
+    """One group's ``size`` members: forks of the env's pristine parent, for one episode."""
 
-    parent: str
     members: list[str]
 
-    @classmethod
-    def open(cls, ledger: SessionLedger, template: str, size: int) -> GroupSessions:
-        """Create the parent from the template and fork it ``size`` ways (all or nothing)."""
-        client = ledger.client
-        created = client.create_session(template)
-        parent = str(created["session_id"])
-        ledger.created(parent)
-        try:
-            members = _fork(client, parent, size)
-        except BaseException:
-            ledger.delete(parent)
-            raise
-        ledger.created(*members)
-        return cls(parent=parent, members=members)
 
-    def close(self, ledger: SessionLedger) -> None:
-        ledger.delete(*self.members, self.parent)
+@dataclass
+class MemberForker:
+    """Fresh members for every episode, forked ahead of time from one pristine parent.
+
+    The parent is created from the template once (lazily) and never runs
+    anything, so a fork of it is a fresh session without the create, and a
+    member does not depend on the task it will get. So after handing out an
+    episode's members the forker already forks the next episode's in the
+    background (same count), and retires old members in the background too:
+    a reset mostly takes sessions that are ready. A parent the node reaped
+    in the meantime (idle TTL) is replaced once; a background fork that
+    failed is simply redone on demand.
+    """
+
+    ledger: SessionLedger
+    template: str
+    parent: str | None = None
+    _spare: tuple[int, Future[tuple[float, list[str]]]] | None = None
+    _background: ThreadPoolExecutor | None = None
+
+    def __post_init__(self) -> None:
+        self.ledger.settle.append(self._drain)
+
+    def open(self, groups: int, size: int) -> list[GroupSessions]:
+        """``groups`` groups of ``size`` fresh members (all or nothing)."""
+        count = groups * size
+        members = self._take_spare(count)
+        if members is None:
+            members = self._fork(count)
+        self._spare = (count, self._worker().submit(self._fork_ahead, count))
+        return [GroupSessions(members[g * size : (g + 1) * size]) for g in range(groups)]
+
+    def retire(self, *session_ids: str) -> None:
+        """Delete sessions in the background (in order with the background forks)."""
+        if session_ids:
+            self._worker().submit(self.ledger.delete, *session_ids)
+
+    def close(self) -> None:
+        """Wait for the background work, then delete the spare members and the parent."""
+        self._drain()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[1].exception() is None:
+            self.ledger.delete(*spare[1].result()[1])
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            self.ledger.delete(parent)
+
+    def _drain(self) -> None:
+        background, self._background = self._background, None
+        if background is not None:
+            with contextlib.suppress(RuntimeError):  # called from its own thread (by GC)
+                background.shutdown(wait=True)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="collimate-members")
+        return self._background
+
+    def _take_spare(self, count: int) -> list[str] | None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        spare_count, future = spare
+        if future.exception() is not None:
+            return None
+        forked_at, members = future.result()
+        if spare_count != count or time.monotonic() - forked_at > SPARE_MAX_AGE_SECONDS:
+            self.retire(*members)  # another width (a partial reset), or stale
+            return None
+        return members
+
+    def _fork_ahead(self, count: int) -> tuple[float, list[str]]:
+        members = self._fork(count)
+        return time.monotonic(), members
+
+    def _fork(self, count: int) -> list[str]:
+        try:
+            members = _fork(self.ledger.client, self._parent(), count)
+        except (CollimateNotFoundError, CollimateSessionGoneError):
+            self._replace_parent()
+            members = _fork(self.ledger.client, self._parent(), count)
+        self.ledger.created(*members)
+        return members
+
+    def _parent(self) -> str:
+        if self.parent is None:
+            created = self.ledger.client.create_session(self.template)
+            self.parent = str(created["session_id"])
+            self.ledger.created(self.parent)
+        return self.parent
+
+    def _replace_parent(self) -> None:
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            self.ledger.delete(parent)
 
 
 def _fork(client: Any, parent: str, size: int) -> list[str]:

@@ -15,7 +15,7 @@ from gymnasium.vector.utils import batch_space
 from collimate_envs import info as keys
 from collimate_envs._backend import Backend
 from collimate_envs._grading import grade_or_flag
-from collimate_envs._groups import GroupSessions, SessionLedger
+from collimate_envs._groups import GroupSessions, MemberForker, SessionLedger
 from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
 from collimate_envs._tasks import TaskChooser
 from collimate_envs.code import grade_info
@@ -42,11 +42,14 @@ def group_advantages(rewards: np.ndarray, valid: np.ndarray, eps: float = 1e-6) 
 class GroupVectorEnv(VectorEnv[Any, Any, Any]):
     """``num_envs = groups * group_size`` members; each group shares a task and a warm sandbox.
 
-    On reset, each group draws one task, creates one session from the template
-    (its task setup runs once) and forks it ``group_size`` ways copy-on-write:
-    member ``i`` of a group grades in its own fork, so one member's files,
-    crash or timeout never touch another. One ``step`` grades every member
-    concurrently. Members of group ``g`` are indices ``g*K .. g*K+K-1``.
+    On reset, each group draws one task and gets ``group_size`` fresh members:
+    copy-on-write forks of one parent session the env created from the
+    template and never runs anything in. Members do not depend on the task,
+    so the next reset's are forked in the background while this episode
+    runs, and old ones are deleted in the background. Member ``i`` of a
+    group grades in its own fork, so one member's files, crash or timeout
+    never touch another. One ``step`` grades every member concurrently.
+    Members of group ``g`` are indices ``g*K .. g*K+K-1``.
 
     ``info`` holds per-member arrays (``task_id``, ``passed``, ``total``,
     ``exit_code``, ``seed``, ``infra_error``, ``group``) with ``_key`` masks, and
@@ -118,6 +121,8 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._ledger: SessionLedger | None = None
+        self._forker: MemberForker | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._groups: list[GroupSessions | None] = [None] * self.num_groups
         self._group_tasks: list[Any] = [None] * self.num_groups
         self._group_keys: list[str] = [""] * self.num_groups
@@ -133,7 +138,19 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
             self._ledger.attach_to(self)
         return self._ledger
 
+    @property
+    def forker(self) -> MemberForker:
+        if self._forker is None:
+            self._forker = MemberForker(self.ledger, self.template)
+        return self._forker
+
     def close_extras(self, **kwargs: Any) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        if self._forker is not None:
+            self._forker.close()
+            self._forker = None
         if self._ledger is not None:
             self._ledger.reap_all()
         self._groups = [None] * self.num_groups
@@ -150,8 +167,8 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         mask = options.pop("reset_mask", None)
         groups = self._groups_from_mask(mask) if mask is not None else range(self.num_groups)
         infos: dict[str, Any] = {}
+        self._reset_groups(list(groups), options)
         for g in groups:
-            self._reset_group(g, options)
             for i in self._members(g):
                 infos = self._add_info(infos, self._reset_info(g), i)
         return tuple(self._obs), infos
@@ -170,20 +187,28 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
     def _members(self, g: int) -> range:
         return range(g * self.group_size, (g + 1) * self.group_size)
 
-    def _reset_group(self, g: int, options: dict[str, Any]) -> None:
-        old = self._groups[g]
-        self._groups[g] = None
-        if old is not None:
-            old.close(self.ledger)
-        task = self.tasks.choose(self.np_random, options)
-        self._groups[g] = GroupSessions.open(self.ledger, self.template, self.group_size)
-        self._group_tasks[g] = task
-        # CRN key: shared by the group's members, fresh for every episode, and
-        # replayable because the nonce comes from the env's seeded RNG.
-        self._group_keys[g] = f"{self.tasks.key(task)}:{self.np_random.bytes(8).hex()}"
-        self._ended[g] = False
-        for i in self._members(g):
-            self._obs[i] = task.prompt
+    def _reset_groups(self, groups: list[int], options: dict[str, Any]) -> None:
+        """New episodes for ``groups``: a task each, fresh members (old ones retired)."""
+        if not groups:
+            return
+        old: list[GroupSessions] = []
+        for g in groups:
+            sessions, self._groups[g] = self._groups[g], None
+            if sessions is not None:
+                old.append(sessions)
+        for g in groups:  # the RNG draws, in group order: task, then CRN key
+            task = self.tasks.choose(self.np_random, options)
+            self._group_tasks[g] = task
+            # CRN key: shared by the group's members, fresh for every episode, and
+            # replayable because the nonce comes from the env's seeded RNG.
+            self._group_keys[g] = f"{self.tasks.key(task)}:{self.np_random.bytes(8).hex()}"
+        self.forker.retire(*(sid for sessions in old for sid in sessions.members))
+        opened = self.forker.open(len(groups), self.group_size)
+        for g, sessions in zip(groups, opened, strict=True):
+            self._groups[g] = sessions
+            self._ended[g] = False
+            for i in self._members(g):
+                self._obs[i] = self._group_tasks[g].prompt
 
     def _reset_info(self, g: int) -> dict[str, Any]:
         return {keys.TASK_ID: self._group_tasks[g].task_id, keys.GROUP: g}
@@ -208,8 +233,8 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
                 "reset(options={'reset_mask': ...}) first"
             )
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            self._reset_groups(to_reset, {})
             for g in to_reset:
-                self._reset_group(g, {})
                 for i in self._members(g):
                     infos = self._add_info(infos, self._reset_info(g), i)
         stepping = [g for g in range(self.num_groups) if g not in to_reset]
@@ -234,13 +259,14 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
                 else:
                     infos = self._add_info(infos, step_info, i)
             self._ended[g] = True
-            if self.autoreset_mode == AutoresetMode.SAME_STEP:
-                self._reset_group(g, {})
-                for i in members:
-                    infos = self._add_info(infos, self._reset_info(g), i)
-            else:
+            if self.autoreset_mode != AutoresetMode.SAME_STEP:
                 for i in members:
                     self._obs[i] = ""
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            self._reset_groups(stepping, {})
+            for g in stepping:
+                for i in self._members(g):
+                    infos = self._add_info(infos, self._reset_info(g), i)
         return tuple(self._obs), rewards, terminated, truncated, infos
 
     def _grade_groups(self, groups: list[int], actions: tuple[Any, ...]) -> dict[int, Any]:
@@ -270,14 +296,15 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
                 session_id=session_id,
             )
 
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="collimate-grade")
         try:
-            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-                return dict(pool.map(run, jobs))
+            return dict(self._pool.map(run, jobs))
         except BaseException:
             # The groups' sandboxes are in an unknown state: reap them now.
             for g in groups:
                 sessions, self._groups[g] = self._groups[g], None
                 if sessions is not None:
-                    sessions.close(self.ledger)
+                    self.ledger.delete(*sessions.members)
                 self._ended[g] = True
             raise

@@ -1,7 +1,8 @@
 """Part 2 of the shipped harness: the candidate (C) and zygote (Z) processes.
 
-Stdlib only. Z runs this part (with :mod:`._codec`) in a fresh interpreter,
-once per grade, so it imports only C-level modules (no ``json``/``re``/
+Stdlib only. Candidates run this part (with :mod:`._codec`), as processes
+the node's factory forks or forked by Z, a fresh interpreter that may have
+to start once per grade, so it imports only C-level modules (no ``json``/``re``/
 ``enum``/``socket``): requests from T arrive as ``marshal`` data (T is
 trusted), answers go back as JSON written by :func:`_to_json` (T parses them
 with ``json``, never with ``marshal``). See :mod:`._harness` for the design.
@@ -37,6 +38,9 @@ MAX_MESSAGE = 32 << 20
 MAX_STDOUT = 8 << 20
 DEFAULT_SEED = "0" * 64
 CANDIDATE_FILE = "candidate.py"
+#: In the env of a process the node's factory spawns from this part: ``candidate``
+#: serves as C directly (fds 0..4: program, stdout, stderr, socket, stdin), else Z.
+ROLE_ENV = "COLLIMATE_HARNESS_ROLE"
 _INT_SIZE = 4  # a C int in SCM_RIGHTS data, on every Linux target
 _PR_SET_DUMPABLE = 4
 
@@ -260,6 +264,13 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- Z: zygote
+
+
+def _serve_as_spawned() -> None:
+    """Entry of a process the node's factory spawned from this part: C, or else Z."""
+    if os.environ.pop(ROLE_ENV, "") == "candidate":
+        _candidate_main([3, 1, 2, 4])  # fds: see _harness._factory_spawn
+    _zygote_main(3)
 
 
 def _zygote_main(ctl_fd: int) -> None:

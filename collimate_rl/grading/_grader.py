@@ -256,8 +256,8 @@ class Grader:
 
         try:
             tree = ast.parse(source)
-            static = sum(isinstance(node, ast.Assert) for node in ast.walk(tree))
-            code = compile(_rewrite_asserts(tree), f"<tests {index}>", "exec")
+            tree, static = _rewrite_asserts(tree)
+            code = compile(tree, f"<tests {index}>", "exec")
         except (SyntaxError, ValueError) as exc:
             self.error = "the test code does not compile: " + _describe(exc)
             self.record(f"block {index}", "error", self.error)
@@ -362,36 +362,67 @@ class GraderAPI:
         self._grader.record(name, "pass" if ok else "fail", detail)
 
 
-def _rewrite_asserts(tree: Any) -> Any:
-    """``assert t, m`` -> record ``bool(t)`` (or the exception) and carry on."""
+def _rewrite_asserts(tree: Any) -> tuple[Any, int]:
+    """``assert t, m`` -> record ``bool(t)`` (or the exception) and carry on; and how many.
+
+    Asserts are statements, so only statement lists are walked (bodies,
+    ``else``/``finally`` blocks, handlers and ``match`` cases), never the
+    expressions: a fraction of a full ``NodeTransformer`` pass.
+    """
     import ast
 
-    class Rewriter(ast.NodeTransformer):
-        def visit_Assert(self, node: ast.Assert) -> Any:
-            return _assert_to_check(ast, node)
+    count = 0
 
-    return Rewriter().visit(tree)
+    def block(statements: list[Any]) -> list[Any]:
+        nonlocal count
+        out = []
+        for node in statements:
+            if isinstance(node, ast.Assert):
+                count += 1
+                out.append(_assert_to_check(ast, node))
+                continue
+            for name, value in ast.iter_fields(node):
+                if not (isinstance(value, list) and value):
+                    continue
+                if isinstance(value[0], ast.stmt):
+                    setattr(node, name, block(value))
+                elif isinstance(value[0], (ast.excepthandler, ast.match_case)):
+                    for part in value:
+                        part.body = block(part.body)
+            out.append(node)
+        return out
+
+    tree.body = block(tree.body)
+    return tree, count
 
 
 def _assert_to_check(ast: Any, node: Any) -> Any:
+    # Every new node takes the assert's location; the assert's own test keeps
+    # its (a full fix_missing_locations would walk it, literals and all).
+    def at(new: Any) -> Any:
+        return ast.copy_location(new, node)
+
+    def name(identifier: str, ctx: Any = None) -> Any:
+        return at(ast.Name(identifier, ctx or ast.Load()))
+
     def check(ok: Any, exc: Any) -> Any:
-        func = ast.Name("__collimate_check__", ast.Load())
-        return ast.Expr(ast.Call(func, [ast.Constant(node.lineno), ok, exc], []))
+        call = at(
+            ast.Call(name("__collimate_check__"), [at(ast.Constant(node.lineno)), ok, exc], [])
+        )
+        return at(ast.Expr(call))
 
     ok_name = "__collimate_ok__"
-    truth = ast.Call(ast.Name("bool", ast.Load()), [node.test], [])
-    handler = ast.ExceptHandler(
-        ast.Name("Exception", ast.Load()),
-        "__collimate_exc__",
-        [check(ast.Constant(False), ast.Name("__collimate_exc__", ast.Load()))],
+    truth = at(ast.Call(name("bool"), [node.test], []))
+    failed = check(at(ast.Constant(False)), name("__collimate_exc__"))
+    handler = at(ast.ExceptHandler(name("Exception"), "__collimate_exc__", [failed]))
+    return at(
+        ast.Try(
+            [at(ast.Assign([name(ok_name, ast.Store())], truth))],
+            [handler],
+            [check(name(ok_name), at(ast.Constant(None)))],
+            [],
+        )
     )
-    new = ast.Try(
-        [ast.Assign([ast.Name(ok_name, ast.Store())], truth)],
-        [handler],
-        [check(ast.Name(ok_name, ast.Load()), ast.Constant(None))],
-        [],
-    )
-    return ast.fix_missing_locations(ast.copy_location(new, node))
 
 
 def _reference(source: str, entry: str) -> Callable[[Any], Any]:
@@ -457,13 +488,32 @@ def _own_source() -> str | None:
     return head if marker and "def _zygote_main" in head else None
 
 
+def _warm_entry() -> Any:
+    """In the node's warm harness: code that runs this module's child part, or ``None``.
+
+    A process the node's factory spawns has this module too (both come from
+    the template's fork-server), so it needs a few bytes, not the child part.
+    """
+    digest, name = globals().get("WARM_DIGEST"), globals().get("__name__")
+    if not isinstance(digest, str) or name == "__main__":
+        return None
+    source = (
+        f"import sys\n_h = sys.modules.get({name!r})\n"
+        f"if getattr(_h, 'WARM_DIGEST', None) != {digest!r}:\n"
+        "    raise SystemExit('collimate: the factory has no matching warm harness')\n"
+        "_h._serve_as_spawned()\n"
+    )
+    return compile(source, "<collimate-warm>", "exec")
+
+
 def main(payload_path: str) -> None:
     """Grade: start the zygote, read and unlink the payload, run, print the frame."""
     started = time.monotonic()
     _prctl(_PR_SET_DUMPABLE, 0)
     code = globals().get("_ZYGOTE_CODE")  # the shipped program's compiled child part
     try:
-        zygote: _Zygote | None = _Zygote(None if code is not None else _own_source(), code)
+        source = None if code is not None else _own_source()
+        zygote: _Zygote | None = _Zygote(source, code, _warm_entry())
     except OSError:
         zygote = None
     try:

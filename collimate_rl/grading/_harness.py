@@ -7,23 +7,24 @@ Processes:
 
 ``T`` (trusted)
     the harness. It marks itself non-dumpable (``PR_SET_DUMPABLE 0``: no
-    /proc/<pid>/mem, fd or environ access by same-uid processes), starts ``Z``
-    *before* reading any secret, then reads the payload (tests, expected
-    values, reference, nonce, candidate source) into memory and unlinks it
-    and its own code file. It runs every comparison and all trusted test code
-    and prints exactly one result frame, ``COLLIMATE_RESULT <nonce> <json>``,
-    as the last thing it does.
-``Z`` (zygote)
-    a process that never shared memory with the exec process (which may
-    still hold the request) and runs only the codec and child parts, read
-    from a pipe as the ``marshal`` of ``_ZYGOTE_CODE`` (compiled once, by T):
-    a warm process from the node's pristine factory when the exec has one
-    (``COLLIMATE_ZYGOTE_FD``, see the node runtime README), else a *fresh*
-    interpreter (fork + exec of ``sys.executable -I -S``). Its stdio is
-    /dev/null; it forks one ``C`` per request, handing it the socket and pipes
-    ``T`` passed over SCM_RIGHTS. T takes the factory fd out of its
-    environment and closes it before anything else starts, so neither Z nor
-    C can reach the factory.
+    /proc/<pid>/mem, fd or environ access by same-uid processes), then reads
+    the payload (tests, expected values, reference, nonce, candidate source)
+    into memory and unlinks it and its own code file. It runs every
+    comparison and all trusted test code and prints exactly one result
+    frame, ``COLLIMATE_RESULT <nonce> <json>``, as the last thing it does.
+    T takes the exec's connection to the node's pristine factory out of its
+    environment (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) and
+    keeps it non-inheritable: nothing T starts can reach the factory.
+``F`` / ``Z`` (where candidates come from)
+    processes that never shared memory with the exec process (which may
+    still hold the request). With a factory F, F forks every ``C`` on T's
+    request: a warm process running the child part (in the node's warm
+    harness, a few bytes entering it; else the ``marshal`` of
+    ``_ZYGOTE_CODE``, compiled once by T). Without one, or once F fails,
+    ``Z``: a *fresh* interpreter (fork + exec of ``sys.executable -I -S``)
+    running the codec and child parts, started before T reads any secret
+    when there is no factory; its stdio is /dev/null and it forks one ``C``
+    per request, handing it the socket and pipes T passed over SCM_RIGHTS.
 ``C`` (candidate)
     keeps only its private request socket (fd 3) and capture pipes (fds 0/1/2),
     so it can never write to the exec's stdout; loads the candidate and
@@ -33,8 +34,8 @@ Processes:
 
 The candidate never runs in a process that has seen the payload, and nothing
 it prints reaches the exec's output except through the bounded tail in the
-frame. If ``T`` can start neither a warm nor a fresh ``Z`` it refuses to grade
-(fail closed).
+frame. If ``T`` has no factory and cannot start a fresh ``Z`` it refuses to
+grade (fail closed).
 """
 
 from __future__ import annotations  # collimate: strip
@@ -54,6 +55,7 @@ import time
 from ._child import (  # collimate: strip
     MAX_MESSAGE,
     MAX_STDOUT,
+    ROLE_ENV,
     TAIL_BYTES,
     _frame,
     _recv_exact,
@@ -91,115 +93,137 @@ def _take_factory() -> socket.socket | None:
     if not text:
         return None
     try:
-        return socket.socket(fileno=int(text))
+        sock = socket.socket(fileno=int(text))
+        sock.set_inheritable(False)  # a fresh Z (fork + exec) must never get it
+        return sock
     except (ValueError, OSError):
         return None
 
 
-def _factory_spawn(sock: socket.socket, boot_r: int, child_fd: int) -> int | None:
-    """Ask the node's pristine factory for a warm Z running marshal code; its pid or None.
+def _factory_spawn(sock: socket.socket, fds: list[int], program: bytes, role: str) -> int:
+    """Have the node's pristine factory fork a warm process running ``program``; its pid.
 
-    The factory (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks a
-    process that never saw any request, so it is as clean as a fresh
-    interpreter, minus the start-up. Any failure means "use the fallback".
-    The connection is closed either way: nothing T starts may inherit it.
+    ``program`` is the ``marshal`` of the child part (it must be this build's);
+    ``fds`` are C's socket, stdout, stderr and stdin: they become the new
+    process's 3, 1, 2 and 4 (0 carries the program, see the child part's
+    trailer). The factory
+    (``COLLIMATE_ZYGOTE_FD``, see the node runtime README) forks processes that
+    never saw any request: as clean as a fresh interpreter, minus the start-up.
+    Raises ``OSError`` when it cannot (the caller falls back to a fresh one).
     """
-    devnull = -1
+    sock_fd, out_w, err_w, in_r = fds
+    boot_r, boot_w = os.pipe()
     try:
-        if sock.type != socket.SOCK_SEQPACKET:
-            return None
-        sock.settimeout(_FACTORY_TIMEOUT)
         request = {
             "op": "spawn",
             "seed": os.environ.get("COLLIMATE_SEED", ""),
-            "env": dict(os.environ),
+            "env": dict(os.environ, **{ROLE_ENV: role}),
             "code": "marshal",
             "tag": _marshal_tag(),
         }
-        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-        fds = [boot_r, devnull, devnull, child_fd]
-        socket.send_fds(sock, [json.dumps(request).encode("utf-8")], fds)
+        sent = [boot_r, out_w, err_w, sock_fd, in_r]
+        socket.send_fds(sock, [json.dumps(request).encode("utf-8")], sent)
         reply = json.loads(sock.recv(65536) or b"null")
-        if type(reply) is not dict or reply.get("ok") is not True:
-            return None
-        pid = reply.get("pid")
-        if type(pid) is not int or pid <= 1 or pid == os.getpid():
-            return None
-        if reply.get("marshal") is not True:  # another interpreter build: not ours
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            return None
-        return pid
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        os.close(boot_w)
+        raise OSError(f"the factory did not answer: {exc}") from None
     finally:
-        sock.close()
-        if devnull >= 0:
-            os.close(devnull)
+        os.close(boot_r)
+    pid = reply.get("pid") if type(reply) is dict and reply.get("ok") is True else None
+    if type(pid) is not int or pid <= 1 or pid == os.getpid():
+        os.close(boot_w)
+        raise OSError("the factory refused to spawn")
+    if reply.get("marshal") is not True:  # another interpreter build: not ours
+        os.close(boot_w)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        raise OSError("the factory runs another interpreter build")
+    with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
+        pipe.write(program)
+    return pid
 
 
 class _Zygote:
-    """T's handle on Z, a process that never saw the request, running the child part.
+    """T's source of candidate processes, none of which ever saw the request.
 
-    Not a plain fork of T: a runtime may still hold the exec request, files
-    included, in the exec process's memory (the local node does, in its exec
-    child's frames), and a forked zygote would hand that to the candidate.
-    Z is a warm process from the node's pristine factory when the exec has
-    one (``COLLIMATE_ZYGOTE_FD``), else a *fresh interpreter* (fork, then
-    exec). ``code`` is the child part compiled (T compiled it anyway); it
-    travels as ``marshal`` data when Z runs the same interpreter build.
+    A runtime may still hold the exec request, files included, in the exec
+    process's memory (the local node does, in its exec child's frames), so a
+    plain fork of T would hand that to the candidate. When the exec has the
+    node's pristine factory (``COLLIMATE_ZYGOTE_FD``) and T runs compiled code
+    of this build, every candidate is a warm process the factory forks
+    directly, running the child part (``code``, sent as ``marshal``). Else,
+    or once the factory fails, candidates are forked by Z: a *fresh
+    interpreter* (fork, then exec) running the child part, started before T
+    reads any secret when there is no factory.
     """
 
-    def __init__(self, source: str | None, code: Any = None) -> None:
+    def __init__(self, source: str | None, code: Any = None, spawned: Any = None) -> None:
         if code is None and not source:
             raise OSError("no zygote program")
+        self.source = source
+        self.code = code
+        # what the factory's processes run: ``spawned`` (a few bytes that enter
+        # the warm harness) or the child part itself
+        entry = spawned if spawned is not None else code
+        self.spawned = marshal.dumps(entry) if entry is not None else None
+        self.factory: socket.socket | None = _take_factory()  # taken (and closed) in every case
+        if self.factory is not None and (
+            self.spawned is None or self.factory.type != socket.SOCK_SEQPACKET
+        ):
+            self._drop_factory()
+        self.warm = self.factory is not None
+        self.pid = 0
+        self.ctl: socket.socket | None = None
+        self.alive = True
+        if self.factory is None:
+            self._start_fresh()
+
+    def _drop_factory(self) -> None:
+        if self.factory is not None:
+            self.factory.close()
+            self.factory = None
+
+    def _start_fresh(self) -> None:
+        """Start Z: fork, then exec a fresh interpreter that runs the child part."""
+        if not sys.executable:
+            raise OSError("no interpreter to start")
+        if self.code is not None:
+            program = b"M" + marshal.dumps(self.code)
+        else:
+            program = b"S" + f"{self.source}\n_zygote_main(3)\n".encode()
         parent, child = socket.socketpair()
         boot_r, boot_w = os.pipe()
-        factory = _take_factory()  # taken (and closed) in every case
-        warm = None
-        if factory is not None:
-            if code is not None:
-                warm = _factory_spawn(factory, boot_r, child.fileno())
-            factory.close()
-        self.warm = warm is not None
-        if warm is not None:
-            pid = warm
-            program = marshal.dumps(code)
-        elif not sys.executable:
-            for fd in (boot_r, boot_w):
-                os.close(fd)
-            parent.close()
-            child.close()
-            raise OSError("no interpreter to start")
-        else:
-            if code is not None:
-                program = b"M" + marshal.dumps(code)
-            else:
-                program = b"S" + f"{source}\n_zygote_main(3)\n".encode()
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    devnull = os.open(os.devnull, os.O_RDWR)
-                    os.dup2(boot_r, 0)
-                    os.dup2(devnull, 1)
-                    os.dup2(devnull, 2)
-                    os.dup2(child.fileno(), 3)
-                    os.set_inheritable(3, True)
-                    os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
-                finally:
-                    os._exit(127)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(boot_r, 0)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.dup2(child.fileno(), 3)
+                os.set_inheritable(3, True)
+                os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _ZYGOTE_BOOT])
+            finally:
+                os._exit(127)
         child.close()
         os.close(boot_r)
         with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
             pipe.write(program)
         self.pid = pid
         self.ctl = parent
-        self.alive = True
 
     def spawn(self, fds: list[int], timeout: float) -> int:
-        """Have Z fork a candidate process holding ``fds``; returns its pid."""
+        """A new candidate process holding ``fds`` (socket, stdout, stderr, stdin); its pid."""
         if not self.alive:
             raise OSError("the zygote is gone")
+        if self.factory is not None and self.spawned is not None:
+            try:
+                self.factory.settimeout(max(0.05, min(timeout, _FACTORY_TIMEOUT)))
+                return _factory_spawn(self.factory, fds, self.spawned, "candidate")
+            except OSError:
+                self._drop_factory()  # e.g. a candidate killed it: a fresh Z from now on
+                self._start_fresh()
+        assert self.ctl is not None
         try:
             self.ctl.settimeout(max(0.05, min(timeout, 10.0)))
             socket.send_fds(self.ctl, [b"S"], fds)
@@ -213,11 +237,13 @@ class _Zygote:
         return int(struct.unpack("!q", data)[0])
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.ctl.close()
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)
-        if not self.warm:  # a warm Z is the factory's child (it reaps it)
+        self._drop_factory()
+        if self.ctl is not None:
+            with contextlib.suppress(OSError):
+                self.ctl.close()
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.waitpid(self.pid, 0)
 

@@ -31,12 +31,14 @@ entry points only do the I/O.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import re
 import secrets
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -50,6 +52,7 @@ from collimate_rl.errors import (
     CollimateTransportError,
     CollimateUsageError,
 )
+from collimate_rl.grading._shipping import HARNESS_MISS, MISS_EXIT_CODE
 from collimate_rl.grading.extract import extract_code
 from collimate_rl.grading.result import GradeResult, TestOutcome
 from collimate_rl.grading.specs import Program, RewardSpec
@@ -103,9 +106,11 @@ class _Job:
     timeout_seconds: float
     session_id: str | None
 
-    def request(self) -> dict[str, Any]:
+    def request(self, warm: bool = False) -> dict[str, Any]:
         return {
-            "code": self.program.code,
+            "code": self.program.warm_code
+            if warm and self.program.warm_code
+            else self.program.code,
             "files": self.program.files,
             "timeout_seconds": max(1, math.ceil(self.timeout_seconds)),
             "seed": self.seed,
@@ -141,6 +146,43 @@ def _prepare(
     return _Job(
         template, spec, completion, source, program, nonce, seed, timeout_seconds, session_id
     )
+
+
+class _WarmClients:
+    """Which clients get the short warm stub: all until one answers it with a miss.
+
+    A miss (the sandbox has no matching warm harness: a gateway, another
+    version) costs one extra exec that ran nothing; from then on that client
+    gets the full program. Clients that cannot be weakly referenced always do.
+    """
+
+    def __init__(self) -> None:
+        self._cold: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+    def warm(self, client: Any) -> bool:
+        try:
+            return client not in self._cold
+        except TypeError:
+            return False
+
+    def missed(self, client: Any) -> None:
+        with contextlib.suppress(TypeError):
+            self._cold[client] = True
+
+
+_WARM = _WarmClients()
+
+
+def _missed(response: Any) -> bool:
+    """Whether a warm stub found no warm harness (it ran nothing then)."""
+    if isinstance(response, CollimateTaskError):
+        stdout, code = response.output, response.exit_code
+    else:
+        stdout, code = _field(response, "stdout"), _field(response, "exit_code")
+    if code != MISS_EXIT_CODE or not isinstance(stdout, str):
+        return False
+    lines = stdout.strip().splitlines()
+    return bool(lines) and lines[-1].strip() == HARNESS_MISS
 
 
 def _field(response: Any, name: str) -> Any:
@@ -217,12 +259,51 @@ def _infra(exc: BaseException) -> CollimateError | None:
     return None
 
 
+def _call_sync(client: _SyncClient, job: _Job, warm: bool) -> Any:
+    if job.session_id is not None:
+        return client.session_exec(job.session_id, **job.request(warm))
+    return client.exec_once(job.template, **job.request(warm))
+
+
+async def _call_async(client: _AsyncClient, job: _Job, warm: bool) -> Any:
+    if job.session_id is not None:
+        return await client.session_exec(job.session_id, **job.request(warm))
+    return await client.exec_once(job.template, **job.request(warm))
+
+
+def _exec_sync(client: _SyncClient, job: _Job) -> Any:
+    """The exec's response: the warm stub first where it may work, the full program after a miss."""
+    if _WARM.warm(client):
+        try:
+            response = _call_sync(client, job, warm=True)
+        except CollimateTaskError as exc:
+            if not _missed(exc):
+                raise
+        else:
+            if not _missed(response):
+                return response
+        _WARM.missed(client)
+    return _call_sync(client, job, warm=False)
+
+
+async def _exec_async(client: _AsyncClient, job: _Job) -> Any:
+    """The async twin of :func:`_exec_sync`."""
+    if _WARM.warm(client):
+        try:
+            response = await _call_async(client, job, warm=True)
+        except CollimateTaskError as exc:
+            if not _missed(exc):
+                raise
+        else:
+            if not _missed(response):
+                return response
+        _WARM.missed(client)
+    return await _call_async(client, job, warm=False)
+
+
 def _run_sync(client: _SyncClient, job: _Job, recorder: ReplayRecorder | None) -> GradeResult:
     try:
-        if job.session_id is not None:
-            response = client.session_exec(job.session_id, **job.request())
-        else:
-            response = client.exec_once(job.template, **job.request())
+        response = _exec_sync(client, job)
     except CollimateTaskError as exc:
         result = _task_failure(job, exc)
     except Exception as exc:
@@ -243,10 +324,7 @@ async def _run_async(
     client: _AsyncClient, job: _Job, recorder: ReplayRecorder | None
 ) -> GradeResult:
     try:
-        if job.session_id is not None:
-            response = await client.session_exec(job.session_id, **job.request())
-        else:
-            response = await client.exec_once(job.template, **job.request())
+        response = await _exec_async(client, job)
     except CollimateTaskError as exc:
         result = _task_failure(job, exc)
     except Exception as exc:

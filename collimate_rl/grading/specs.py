@@ -15,26 +15,21 @@ True
 """
 
 from __future__ import annotations
-import __future__
 
 import abc
 import ast
-import binascii
 import dataclasses
-import functools
 import hashlib
 import json
-import marshal
 import math
 import re
 import secrets
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.grading import _codec
+from collimate_rl.grading._shipping import full_program, warm_stub
 
 __all__ = [
     "DEFAULT_PER_TEST_TIMEOUT",
@@ -67,10 +62,15 @@ LCB_PRELUDE = (
 
 
 class Program(NamedTuple):
-    """One exec's worth of grading: the harness ``code`` and its ``files``."""
+    """One exec's worth of grading: the harness ``code`` and its ``files``.
+
+    ``warm_code`` is the same exec for a sandbox that has the harness warm
+    (the local node): a short stub, see :mod:`collimate_rl.grading._shipping`.
+    """
 
     code: str
     files: list[dict[str, str]]
+    warm_code: str = ""
 
 
 class Frame(NamedTuple):
@@ -83,93 +83,6 @@ class Frame(NamedTuple):
     reward: float | None
     error: str | None
     raw: dict[str, Any]
-
-
-#: The harness parts, in shipping order; Z runs codec + child (see ``_harness``).
-_PARTS = ("_prologue", "_codec", "_child", "_harness", "_grader")
-_ZYGOTE_PARTS = ("_codec", "_child")
-# Z's program ends by serving T; in T (which defines _ZYGOTE_CODE first) it only defines.
-_ZYGOTE_TRAILER = (
-    '\nif __name__ == "__main__" and "_ZYGOTE_CODE" not in globals():\n    _zygote_main(3)\n'
-)
-# A parenthesised intra-package import marked on its first line, through its ")".
-_STRIPPED_BLOCK = re.compile(r"^from \.\w+ import \(  # collimate: strip\n.*?^\)\n", re.M | re.S)
-
-
-@functools.cache
-def _harness_texts() -> dict[str, str]:
-    """Each part's text, intra-package imports removed."""
-    here = Path(__file__).parent
-    texts = {}
-    for name in _PARTS:
-        text = _STRIPPED_BLOCK.sub("", (here / f"{name}.py").read_text(encoding="utf-8"))
-        kept = [ln for ln in text.splitlines() if not ln.rstrip().endswith("# collimate: strip")]
-        texts[name] = "\n".join(kept)
-    return texts
-
-
-def _zygote_text() -> str:
-    texts = _harness_texts()
-    return "\n".join(texts[name] for name in _ZYGOTE_PARTS) + _ZYGOTE_TRAILER
-
-
-def _t_text() -> str:
-    texts = _harness_texts()
-    chunks = []
-    for name in _PARTS:
-        if name not in _ZYGOTE_PARTS and name != "_prologue":
-            chunks += [f"# collimate: part {name.lstrip('_')}", texts[name]]
-    return "\n".join(chunks) + "\n"
-
-
-@functools.cache
-def _harness_source() -> str:
-    """The in-sandbox program as source: the parts concatenated.
-
-    Z's parts (codec and child) ship as one string that T compiles once
-    (``_ZYGOTE_CODE``), executes for itself and hands to Z as ``marshal``
-    data, so Z never compiles anything.
-    """
-    chunks = [
-        _harness_texts()["_prologue"],
-        "# collimate: part zygote",
-        f"_ZYGOTE_SOURCE = {_zygote_text()!r}",
-        "_ZYGOTE_CODE = compile(_ZYGOTE_SOURCE, '<collimate-zygote>', 'exec')",
-        "exec(_ZYGOTE_CODE)",
-    ]
-    return "\n".join(chunks) + "\n" + _t_text()
-
-
-def _marshal_tag() -> str:
-    # must match _harness._marshal_tag and the node's factory.marshal_tag
-    return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
-
-
-@functools.cache
-def _harness_program() -> str:
-    """What an exec ships: the prologue, then T and Z precompiled, or the source.
-
-    Compiling the ~55 KB harness costs the sandbox ~15-20 ms per grade; when
-    the sandbox runs this interpreter build (the local node does) it loads
-    the code objects this process compiled once (``marshal``, base64). Any
-    other build compiles :func:`_harness_source` as before.
-    """
-    flags = __future__.annotations.compiler_flag
-    zcode = compile(_zygote_text(), "<collimate-zygote>", "exec", flags=flags, dont_inherit=True)
-    tcode = compile(_t_text(), "<collimate-harness>", "exec", flags=flags, dont_inherit=True)
-    blob = binascii.b2a_base64(marshal.dumps((zcode, tcode)), newline=False).decode("ascii")
-    lines = [
-        _harness_texts()["_prologue"],  # first: trust only the stdlib's import paths
-        "# collimate: part loader",
-        "import binascii as _binascii, marshal as _marshal, sys as _sys",
-        f"if f'{{_sys.implementation.cache_tag}}-{{_sys.hexversion:x}}' == {_marshal_tag()!r}:",
-        f"    _ZYGOTE_CODE, _T_CODE = _marshal.loads(_binascii.a2b_base64({blob!r}))",
-        "    exec(_ZYGOTE_CODE)",
-        "    exec(_T_CODE)",
-        "else:",
-        f"    exec(compile({_harness_source()!r}, '<collimate-harness>', 'exec'))",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def _budget(timeout_seconds: float) -> float:
@@ -230,8 +143,8 @@ class RewardSpec(abc.ABC):
             budget_seconds=_budget(float(timeout_seconds)),
         )
         path = f"/tmp/colgrade_{secrets.token_hex(8)}.json"
-        code = _harness_program() + f"\n# collimate: entry\nmain({path!r})\n"
-        return Program(code=code, files=[{"path": path, "content": json.dumps(payload)}])
+        files = [{"path": path, "content": json.dumps(payload)}]
+        return Program(code=full_program(path), files=files, warm_code=warm_stub(path))
 
     @staticmethod
     def read_frame(output: str, nonce: str) -> Frame | None:

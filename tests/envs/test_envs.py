@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 import collimate_envs
+from collimate_envs import _groups
 from collimate_envs import info as keys
 from collimate_envs.shell import ShellEnv
 from collimate_envs.tasks import load_task_set
@@ -182,6 +183,39 @@ def test_members_are_isolated(local_client: object, no_leaks: None) -> None:
     envs.close()
 
 
+def test_reset_takes_the_members_forked_ahead(
+    local_client: object, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    envs = GroupVectorEnv(num_envs=4, group_size=2, client=local_client)
+    envs.reset(seed=0)
+    first = [m for g in envs._groups for m in g.members]
+    _, ahead = envs.forker._spare[1].result()
+    envs.reset(seed=1)
+    second = [m for g in envs._groups for m in g.members]
+    assert second == ahead and not set(first) & set(second)
+    out = local_client.session_exec(second[0], command="ls -A /sandbox | wc -l")
+    assert out["stdout"].strip() == "0"  # fresh: nothing from the template's parent or episode 1
+    _, stale = envs.forker._spare[1].result()
+    monkeypatch.setattr(_groups, "SPARE_MAX_AGE_SECONDS", 0.0)
+    envs.reset(seed=2)  # members forked ahead but too old: fresh ones instead
+    third = [m for g in envs._groups for m in g.members]
+    assert not set(third) & (set(second) | set(stale))
+    envs.close()
+
+
+def test_a_lost_parent_is_replaced(local_client: object, no_leaks: None) -> None:
+    envs = GroupVectorEnv(num_envs=2, group_size=2, client=local_client)
+    envs.reset(seed=0)
+    envs.forker._spare[1].result()
+    local_client.delete_session(envs.forker.parent)  # e.g. reaped by the node's idle TTL
+    for seed in (1, 2):  # the spare was forked before; the next fork finds no parent
+        envs.reset(seed=seed)
+        task = envs._group_tasks[0]
+        _, rewards, *_ = envs.step((_fenced(task.reference_solution),) * 2)
+        assert list(rewards) == [1.0, 1.0]
+    envs.close()
+
+
 def test_crn_members_share_seed_vanilla_members_do_not(local_client: object) -> None:
     actions = (_fenced("x = 1"),) * 4
     for mode, shared in (("crn", True), ("vanilla", False)):
@@ -234,7 +268,9 @@ def test_no_sessions_after_close_exception_or_gc(local_client: object) -> None:
     before = _live_sessions(local_client)
     envs = GroupVectorEnv(num_envs=4, group_size=2, client=local_client)
     envs.reset(seed=0)
-    assert len(_live_sessions(local_client) - before) == 6  # 2 parents + 4 members
+    envs.forker._spare[1].result()  # the next episode's members, forked ahead
+    # the pristine parent + 4 members + 4 spare members
+    assert len(_live_sessions(local_client) - before) == 9
     envs.close()
     assert _live_sessions(local_client) == before
 

@@ -18,7 +18,8 @@ from collimate_rl.grading import (
     UnitTestReward,
     spec_from_dict,
 )
-from collimate_rl.grading.specs import RESULT_PREFIX, _harness_source
+from collimate_rl.grading._shipping import harness_source as _harness_source
+from collimate_rl.grading.specs import RESULT_PREFIX
 
 ALL_SPECS: list[RewardSpec] = [
     UnitTestReward([{"input": [(1, 2)], "expected": (1, 2)}], entry="f", all_or_nothing=True),

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import secrets
+import sys
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from collimate_rl.grading import UnitTestReward, grade
 
@@ -85,10 +90,15 @@ def test_candidate_memory_holds_no_payload_secret(client: Any) -> None:
     assert marker not in result.output_tail
 
 
+#: The factory is the candidate's parent (it forks candidates directly), or its
+#: grandparent under a zygote; its own parent is the session server, pid 1.
 KILL_FACTORY = (
     "import os, signal\n"
-    "_z = os.getppid()\n"
-    "_f = int(open('/proc/%d/stat' % _z).read().rsplit(')', 1)[1].split()[1])\n"
+    "def _ppid(pid):\n"
+    "    return int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])\n"
+    "_f = os.getppid()\n"
+    "if _ppid(_f) != 1:\n"
+    "    _f = _ppid(_f)\n"
     "os.kill(_f, signal.SIGKILL)\n"
 )
 
@@ -125,17 +135,79 @@ def test_the_fallback_still_grades_without_a_factory(fake: Any) -> None:
     assert result.reward == 1.0 and _origin(result.output_tail) == "fresh", result
 
 
-def test_another_interpreter_build_compiles_the_shipped_source(
-    client: Any, fake: Any, monkeypatch: Any
-) -> None:
-    from collimate_rl.grading import specs
+@pytest.fixture
+def full_program_client(client: Any) -> Iterator[Any]:
+    """The node's client, made to ship the full program (as after a warm-stub miss)."""
+    grade_module = sys.modules["collimate_rl.grading.grade"]
+    grade_module._WARM.missed(client)
+    try:
+        yield client
+    finally:
+        grade_module._WARM._cold.pop(client, None)
 
-    monkeypatch.setattr(specs, "_marshal_tag", lambda: "another-build")
-    specs._harness_program.cache_clear()
+
+def test_another_interpreter_build_compiles_the_shipped_source(
+    full_program_client: Any, fake: Any, monkeypatch: Any
+) -> None:
+    from collimate_rl.grading import _shipping
+
+    monkeypatch.setattr(_shipping, "marshal_tag", lambda: "another-build")
+    _shipping._full_program_head.cache_clear()
     try:
         assert "another-build" in SPEC.build(ADD).code
-        for where, origin in ((client, "warm"), (fake, "fresh")):
+        for where, origin in ((full_program_client, "warm"), (fake, "fresh")):
             result = grade(where, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
             assert result.reward == 1.0 and _origin(result.output_tail) == origin, result
     finally:
-        specs._harness_program.cache_clear()
+        _shipping._full_program_head.cache_clear()
+
+
+def test_the_node_runs_the_warm_harness_from_a_short_stub(client: Any) -> None:
+    from collimate_rl.grading import _shipping
+
+    program = SPEC.build(ADD)
+    assert len(program.warm_code) < 2000 < 50_000 < len(program.code)
+    stub = client.exec_once(TEMPLATE, code=program.warm_code, files=program.files)
+    assert _shipping.HARNESS_MISS not in stub["stdout"], stub
+    assert SPEC.read_frame(stub["stdout"], json.loads(program.files[0]["content"])["nonce"])
+    grade_module = sys.modules["collimate_rl.grading.grade"]
+    result = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+    assert result.reward == 1.0 and _origin(result.output_tail) == "warm", result
+    assert grade_module._WARM.warm(client)
+
+
+def test_the_full_program_grades_on_the_node_too(full_program_client: Any) -> None:
+    result = grade(full_program_client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+    assert result.reward == 1.0 and _origin(result.output_tail) == "warm", result
+    wrong = grade(full_program_client, TEMPLATE, "def add(a, b):\n    return 3\n", SPEC)
+    assert wrong.reward == 0.5, wrong
+
+
+def test_a_warm_stub_miss_costs_one_exec_then_the_client_ships_the_full_program(
+    fake: Any,
+) -> None:
+    # the subprocess double has no warm harness: the stub misses, having run nothing
+    first = grade(fake, TEMPLATE, ADD, SPEC, extract=False)
+    assert first.reward == 1.0 and fake.calls == 2, first
+    second = grade(fake, TEMPLATE, ADD, SPEC, extract=False)
+    assert second.reward == 1.0 and fake.calls == 3, second
+
+
+def test_a_candidate_in_a_forked_parent_cannot_write_into_a_childs_layers(client: Any) -> None:
+    # A fork freezes the parent's layer and shares it with the child; the
+    # factory's mount namespace still had the old overlay, so it must go.
+    parent = client.create_session(TEMPLATE)["session_id"]
+    child = ""
+    try:
+        client.session_exec(parent, command="echo base > base.txt")
+        child = client.fork_session(parent, 1).children[0].session_id
+        writer = "open('/sandbox/late.txt', 'w').write('late')\n" + ADD
+        result = grade(client, TEMPLATE, writer, SPEC, session_id=parent, extract=False)
+        assert result.reward == 1.0, result
+        assert client.session_exec(parent, command="cat late.txt")["stdout"] == "late"
+        seen = client.session_exec(child, command="cat base.txt late.txt 2>&1")["stdout"]
+        assert seen.startswith("base\n") and "No such file" in seen, seen
+    finally:
+        client.delete_session(parent)
+        if child:
+            client.delete_session(child)

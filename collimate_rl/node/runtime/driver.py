@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bwrap as bw
+from ._warm import warm_modules
 from .base import (
     ExecOutcome,
     ExecSpec,
@@ -354,6 +355,7 @@ class TemplateHost:
             "base_env": base_env,
             "sys_path": sys_path,
             "none_root": none_root,
+            "warm_modules": warm_modules(spec.interpreter),
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}

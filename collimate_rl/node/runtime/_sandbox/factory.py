@@ -18,8 +18,8 @@ Channels (all ``AF_UNIX``/``SOCK_SEQPACKET``, one message per datagram):
   ``COLLIMATE_ZYGOTE_FD``). F exits when the control socket closes.
 * connection (exec -> F), the spawn protocol. Request: a UTF-8 JSON object
   ``{"op": "spawn", "seed": <64 hex>, "env": {str: str},
-  "code": "source" | "marshal", "tag": <marshal tag>}`` with 1 to 4 fds by
-  SCM_RIGHTS, which become fds 0, 1, 2, 3 of the new process (missing 1/2:
+  "code": "source" | "marshal", "tag": <marshal tag>}`` with 1 to 5 fds by
+  SCM_RIGHTS, which become fds 0, 1, 2, ... of the new process (missing 1/2:
   /dev/null). Reply: ``{"ok": true, "pid": N, "marshal": bool}`` or
   ``{"ok": false, "error": "..."}``. ``marshal`` is true only when the
   request asked for it and ``tag`` equals F's :func:`marshal_tag`. After the
@@ -30,8 +30,8 @@ Channels (all ``AF_UNIX``/``SOCK_SEQPACKET``, one message per datagram):
 The new process (a fork of F: warm, pre-imported, never saw a request) is
 the leader of its own session and process group, in the exec's pid
 namespace and uid (the caller may kill it by pid); F reaps it. It closes
-every fd but 0..3, applies the exec's rlimits, ``umask 022``, cwd
-``/sandbox``, env = template env + ``env`` + ``COLLIMATE_SEED``, seeds
+every fd but the ones it was given (and 0..2), applies the exec's rlimits,
+``umask 022``, cwd ``/sandbox``, env = template env + ``env`` + ``COLLIMATE_SEED``, seeds
 ``random`` like a warm exec, then runs the program as ``__main__``, like
 ``python -I -S -`` without the start-up. A request F cannot parse gets an
 error reply; a connection that misbehaves (or whose replies would block) is
@@ -41,6 +41,7 @@ dropped, never F.
 # ruff: noqa: SIM105, SIM115
 from __future__ import annotations
 
+import hashlib
 import json
 import marshal
 import os
@@ -51,7 +52,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-MAX_FDS = 4
+MAX_FDS = 5
 MAX_REQUEST = 1 << 16
 _SEED_HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -59,6 +60,23 @@ _SEED_HEX = frozenset("0123456789abcdefABCDEF")
 def marshal_tag() -> str:
     """Code objects marshal compatibly only within one interpreter build."""
     return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+
+
+def load_warm_modules(sources: dict[str, str] | None) -> None:
+    """Define trusted modules (name -> source) in this process; each gets ``WARM_DIGEST``.
+
+    The template's fork-server calls this before any session exists, so every
+    session server, factory F, exec child and spawned process inherits them
+    warm. ``WARM_DIGEST`` is the source's sha256: a program that wants exactly
+    its own version of a module compares it (the grading harness does).
+    """
+    import types
+
+    for name, source in (sources or {}).items():
+        module = types.ModuleType(name)
+        module.__dict__["WARM_DIGEST"] = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+        sys.modules[name] = module
 
 
 #: Sets up the new process: (seed, env) -> None; limits, cwd, env, seeding.
@@ -182,7 +200,8 @@ class Factory:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             os.setsid()
             # F keeps 0..2 on /dev/null and the control socket on 3, so every
-            # received fd is >= 4 and these dup2s never clobber one another.
+            # received fd is >= 4: the dup2s onto 0..3 never clobber one still
+            # to be moved, and fd 4 is taken over last.
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
                 os.set_inheritable(target, True)

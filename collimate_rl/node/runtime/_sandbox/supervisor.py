@@ -23,7 +23,7 @@ clean. Every exec gets fd ``ZYGOTE_FD`` (4), named by ``COLLIMATE_ZYGOTE_FD``:
 its own ``SOCK_SEQPACKET`` connection to F (a socketpair the server makes per
 exec and hands to F over their control socket by SCM_RIGHTS). Protocol: one
 JSON request ``{"op": "spawn", "seed", "env", "code": "source"|"marshal",
-"tag"}`` with the new process's fds 0..3 attached; reply ``{"ok", "pid",
+"tag"}`` with the new process's fds 0..4 attached; reply ``{"ok", "pid",
 "marshal"}``; then the exec writes the program to the new fd 0 and closes it
 (see ``factory.py``). The post-exec sweep kills every process but the server
 and F. F is never re-created (a fork of a server that has read requests is
@@ -1299,6 +1299,16 @@ class SessionServer:
             mount("overlay", SANDBOX_DIR, "overlay", MS_NOSUID | MS_NODEV, opts)
             self.lowers = lowers
             self.gen = new_gen
+            # F's mount namespace is a copy made at its start: it still has the
+            # old overlay, whose upper layer is now frozen and shared with the
+            # forks. Processes F spawned would write into it, so F goes (later
+            # execs fall back to a fresh interpreter).
+            if self.factory_pid:
+                try:
+                    os.kill(self.factory_pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self._factory_died()
         self._reply(sock, {"ok": True, "lowers": self.lowers, "gen": self.gen})
 
     def _start_exec(self, sock: socket.socket, job: ExecJob) -> None:
@@ -1589,6 +1599,10 @@ class Master:
             self.cfg["_seccomp"] = build_seccomp_filter()
             if self.cfg.get("service"):
                 self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
+        try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
+            zygote.load_warm_modules(self.cfg.get("warm_modules"))
+        except Exception as exc:
+            print(f"collimate master: warm modules failed: {exc!r}", file=sys.stderr)
 
         for name in self.cfg.get("preload") or []:
             try:
