@@ -200,6 +200,14 @@ async def _serve_async(
         await node.close()
 
 
+def _note_listen_socket(runtime: Runtime, path: Path) -> None:
+    # The local runtime records it so a node restarting after a crash removes
+    # it if it was left stale at another path (same path: bind_unix_socket does).
+    note = getattr(runtime, "note_listen_socket", None)
+    if callable(note):
+        note(path.resolve())
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -243,6 +251,8 @@ def serve(
                 state_dir=Path(state_dir) if state_dir is not None else None,
                 factory=runtime_factory,
             )
+        if socket_path is not None:
+            _note_listen_socket(runtime, Path(socket_path))
         asyncio.run(_serve_async(runtime, sock, where, config, log_level))
     finally:
         sock.close()
