@@ -86,6 +86,10 @@ MAX_FORK_DEPTH = 24
 _SUPERVISOR_DIR = Path(__file__).resolve().parent / "_sandbox"
 _SUPERVISOR = _SUPERVISOR_DIR / "supervisor.py"
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+#: sun_path holds 108 bytes, the last one a NUL
+_UNIX_PATH_MAX = 107
+#: room for "master.sock" and session keys ("<base36>.sock")
+_SOCKET_NAME_MAX = 16
 
 
 # --------------------------------------------------------------------------
@@ -279,6 +283,13 @@ class TemplateHost:
             fds.close()
 
     async def start(self) -> None:
+        if len(os.fsencode(self.sock_dir)) + len("/") + _SOCKET_NAME_MAX > _UNIX_PATH_MAX:
+            # connect() would fail with a bare "did not come up" 30 s later
+            raise RuntimeError_(
+                f"state dir {self.runtime.state_dir} is too long for the session sockets "
+                f"inside it (unix socket paths are limited to {_UNIX_PATH_MAX} bytes); "
+                "pass a shorter --state-dir"
+            )
         self.proc = self._launch()
         self.runtime.note_host(self.proc.pid)
         deadline = time.monotonic() + 30.0
