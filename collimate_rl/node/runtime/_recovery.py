@@ -286,7 +286,7 @@ def recover_state_dir(state_dir: Path) -> Cleanup:
     same_boot = bool(record) and record.get("boot_id") == _boot_id()
     out = Cleanup()
     cgroups = _run_cgroups(record)
-    if same_boot or not record:
+    if same_boot or (not record and (state_dir / "t").exists()):
         out.processes = _kill(_leftover_pids(state_dir, record, cgroups))
     out.mounts = _unmount_under(state_dir)
     out.cgroups = _remove_cgroups(cgroups)
