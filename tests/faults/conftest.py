@@ -9,6 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from collimate_rl.node.runtime._recovery import RECORD_NAME, claim_state_dir
+
 from ._proc import NodeProcess
 
 
@@ -46,3 +48,8 @@ def make_node(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
     yield make
     for node in made:
         node.stop()
+        # A test that failed between a crash and the restart leaves the crashed run's
+        # leftovers: recover them like a restart would, so no test run leaks.
+        if (node.state / RECORD_NAME).exists():
+            claim, _ = claim_state_dir(node.state)
+            claim.release()
