@@ -203,6 +203,14 @@ async def _serve_async(
         await node.close()
 
 
+def _note_listen_socket(runtime: Runtime, path: Path) -> None:
+    # The local runtime records it so a node restarting after a crash removes
+    # it if it was left stale at another path (same path: bind_unix_socket does).
+    note = getattr(runtime, "note_listen_socket", None)
+    if callable(note):
+        note(path.resolve())
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -250,6 +258,8 @@ def serve(
                 factory=runtime_factory,
                 share_site_packages=share_site_packages,
             )
+        if socket_path is not None:
+            _note_listen_socket(runtime, Path(socket_path))
         asyncio.run(_serve_async(runtime, sock, where, config, log_level))
     finally:
         sock.close()

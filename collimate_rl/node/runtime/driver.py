@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _recovery
 from . import bwrap as bw
 from ._warm import warm_modules
 from .base import (
@@ -89,6 +90,10 @@ MAX_FORK_DEPTH = 24
 _SUPERVISOR_DIR = Path(__file__).resolve().parent / "_sandbox"
 _SUPERVISOR = _SUPERVISOR_DIR / "supervisor.py"
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+#: sun_path holds 108 bytes, the last one a NUL
+_UNIX_PATH_MAX = 107
+#: room for "master.sock" and session keys ("<base36>.sock")
+_SOCKET_NAME_MAX = 16
 
 
 # --------------------------------------------------------------------------
@@ -270,6 +275,9 @@ class TemplateHost:
                 preexec = bw.launch_preexec(rt.sandbox_uid, self._exposed())
             else:
                 argv = self._none_argv()
+                # bwrap has --die-with-parent; the unisolated master must not
+                # outlive a node that crashed either.
+                preexec = _recovery.die_with_parent_preexec()
             memcg = rt.make_memcg(f"t{self.dir.name}")
             if memcg is not None:
                 self.memcg = memcg
@@ -296,7 +304,15 @@ class TemplateHost:
             fds.close()
 
     async def start(self) -> None:
+        if len(os.fsencode(self.sock_dir)) + len("/") + _SOCKET_NAME_MAX > _UNIX_PATH_MAX:
+            # connect() would fail with a bare "did not come up" 30 s later
+            raise RuntimeError_(
+                f"state dir {self.runtime.state_dir} is too long for the session sockets "
+                f"inside it (unix socket paths are limited to {_UNIX_PATH_MAX} bytes); "
+                "pass a shorter --state-dir"
+            )
         self.proc = self._launch()
+        self.runtime.note_host(self.proc.pid)
         deadline = time.monotonic() + 30.0
         while True:
             if self.proc.poll() is not None:
@@ -776,8 +792,22 @@ class LocalRuntime:
         self._started = False
         self._closed = False
         self._lock = asyncio.Lock()
+        #: the unix socket the node serves on, recorded for crash recovery
+        self.listen_socket: Path | None = None
+        self._claim: _recovery.StateClaim | None = None
 
     # -- helpers
+    def note_host(self, pid: int) -> None:
+        """Record a process this run launched, for the recovery after a crash."""
+        if self._claim is not None:
+            self._claim.note_host(pid)
+
+    def note_listen_socket(self, path: Path | None) -> None:
+        """Record the node's unix socket (a crashed run's stale one is removed at start)."""
+        self.listen_socket = path
+        if self._claim is not None:
+            self._claim.note_listen_socket(path)
+
     def make_memcg(self, name: str) -> _MemoryCgroup | None:
         if self._memcg_parent is None or self.memory_limit_bytes <= 0:
             return None
@@ -828,17 +858,23 @@ class LocalRuntime:
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             log.warning(msg)
         if self._state_arg is None:
-            self.state_dir = Path(tempfile.mkdtemp(prefix="collimate-node-"))
+            # default temp dirs of crashed nodes: nobody else would ever clean them
+            _recovery.sweep_orphan_state_dirs(Path(tempfile.gettempdir()))
+            self.state_dir = Path(tempfile.mkdtemp(prefix=_recovery.TEMP_PREFIX))
             self._own_state_dir = True
         else:
             self.state_dir = Path(self._state_arg)
             if not self.state_dir.exists():
                 self._own_state_dir = True
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Raises StateDirBusy (touching nothing) if a live node owns the dir;
+        # else clears what a crashed previous owner left in it.
+        self._claim, _ = _recovery.claim_state_dir(self.state_dir, owned=self._own_state_dir)
+        self._claim.note_listen_socket(self.listen_socket)
         os.chmod(self.state_dir, 0o711)
         (self.state_dir / "t").mkdir(mode=0o711, exist_ok=True)
         (self.state_dir / "layers").mkdir(mode=0o711, exist_ok=True)
         self._memcg_parent = _memcg_parent()
+        self._claim.note_memcg(self._memcg_parent, self._memcg_tag)
         if self._memcg_parent is None and self.memory_limit_bytes > 0:
             log.info("no writable cgroup-v1 memory controller: running without a memory cgroup")
         self._started = True
@@ -1005,6 +1041,7 @@ class LocalRuntime:
                     [prefix, *_numpy_dirs(), _SUPERVISOR_DIR, layer_root, *base.layers],
                 ),
             )
+            self.note_host(proc.pid)
         finally:
             fds.close()
         out, _ = await proc.communicate()
@@ -1042,3 +1079,5 @@ class LocalRuntime:
             else:
                 for sub in ("t", "layers"):
                     shutil.rmtree(self.state_dir / sub, ignore_errors=True)
+        if self._claim is not None:
+            self._claim.release()  # last: the lock guards the dir until it is clean

@@ -738,6 +738,8 @@ def exec_child(
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         os.setsid()
+        if not sv.isolated:  # no pid namespace ends it with its server: die with it
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         sv.close_fds()
         os.dup2(devnull, 0)
         os.dup2(out_w, 1)
@@ -1998,7 +2000,13 @@ class Master:
         server.serve()
 
     def _plain_session(self, key: str, parent: str | None, w: int) -> None:
+        master = os.getppid()
         os.setsid()
+        # No pid namespace takes this server down with the master: die with it
+        # (the master dies with the node), so a crashed node leaves no sessions.
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != master:
+            os._exit(1)
         root = os.path.join(self.cfg["none_root"], key)
         sandbox = os.path.join(root, "sandbox")
         tmp = os.path.join(root, "tmp")
