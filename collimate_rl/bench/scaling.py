@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from collimate_rl.bench.forks import delete_sessions, fork_idle
+from collimate_rl.bench.forks import delete_sessions, fork_idle, process_tree, tree_memory
 from collimate_rl.bench.grpo import open_vector_env, run_episodes, run_vector_env
 from collimate_rl.bench.report import Section, fmt, pct_text
 from collimate_rl.bench.stats import Summary, closed_loop, latencies_ms, ratio
@@ -118,12 +118,23 @@ def live_sessions_section(
     n: int,
     seconds: float,
     progress: Callable[[str], None],
+    node_pid: int | None = None,
 ) -> Section:
-    """No-op latency and 2-client throughput in one session with N sessions alive."""
+    """No-op latency and 2-client throughput in one session with N sessions alive.
+
+    With ``node_pid``, also the unique memory (USS) of the node's whole process tree.
+    """
     section = Section(
         key="scaling_sessions",
         title="Exec latency and throughput vs live idle sessions",
-        columns=["live sessions", "p50 ms", "p99 ms", "no-op/s (2 clients)", "vs 1 session"],
+        columns=[
+            "live sessions",
+            "p50 ms",
+            "p99 ms",
+            "no-op/s (2 clients)",
+            "vs 1 session",
+            "node tree USS MiB",
+        ],
         notes=[
             "The probe session is one of the N; the others are idle forks of it.",
         ],
@@ -145,13 +156,24 @@ def live_sessions_section(
             s = Summary.of(latencies_ms(noop, n, warmup=10))
             rate = closed_loop(noop, 2, seconds)
             base = rate if math.isnan(base) else base
+            uss_mib = math.nan
+            if node_pid is not None:
+                uss_mib = tree_memory(process_tree(node_pid)).uss_kib / 1024
             section.add(
-                [str(count), fmt(s.p50), fmt(s.p99), fmt(rate, 0), pct_text(ratio(rate, base))],
+                [
+                    str(count),
+                    fmt(s.p50),
+                    fmt(s.p99),
+                    fmt(rate, 0),
+                    pct_text(ratio(rate, base)),
+                    fmt(uss_mib, 0),
+                ],
                 {
                     "sessions": count,
                     "p50_ms": s.p50,
                     "p99_ms": s.p99,
                     "noop_per_s": rate,
+                    "node_uss_mib": uss_mib,
                 },
             )
     finally:

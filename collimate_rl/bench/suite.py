@@ -64,10 +64,10 @@ QUICK = Plan(
     fork_widths=(1, 8, 64),
     fork_repeats=2,
     memory_sessions=32,
-    group_sizes=(1, 8),
+    group_sizes=(1, 4),
     min_rollouts=8,
     concurrency=(1, 4),
-    concurrency_shape=(1, 8),
+    concurrency_shape=(1, 4),
     session_counts=(1, 10, 50),
     session_samples=15,
     session_seconds=0.5,
@@ -197,6 +197,7 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
                     n=plan.session_samples,
                     seconds=plan.session_seconds,
                     progress=progress,
+                    node_pid=node.pid,
                 )
             )
         client.close()

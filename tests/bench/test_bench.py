@@ -64,6 +64,7 @@ def test_quick_json_run_is_complete_and_consistent(capsys: pytest.CaptureFixture
     assert uss["measure"] == "unique (USS)" and uss["per_session_mib"] > 0
     assert [row["sessions"] for row in sections["scaling_sessions"]["data"]] == [1, 10, 50]
     assert all(row["noop_per_s"] > 0 for row in sections["scaling_sessions"]["data"])
+    assert all(row["node_uss_mib"] > 0 for row in sections["scaling_sessions"]["data"])
     assert all(r["step_rollouts_per_s"] > 0 for r in sections["scaling_group_size"]["data"])
     targets = {row["target"] for row in sections["targets"]["data"]}
     assert "no-op env.step p50" in targets and "fork of a 64-wide group, p50" in targets
