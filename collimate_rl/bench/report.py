@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["Report", "Section", "fmt", "machine_info", "pct_text", "times_text"]
+__all__ = [
+    "Report",
+    "Section",
+    "fmt",
+    "load_average",
+    "machine_info",
+    "pct_text",
+    "times_text",
+]
 
 
 def fmt(value: float, digits: int = 2) -> str:
@@ -99,8 +107,20 @@ def _json_safe(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
+def load_average() -> float | None:
+    """The 1-minute load average, or ``None`` where the OS has none.
+
+    >>> load_average() is None or load_average() >= 0
+    True
+    """
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def machine_info() -> dict[str, Any]:
-    """Where the run happened: host, CPUs, memory, kernel, Python, time (UTC)."""
+    """Where the run happened: host, CPUs, memory, kernel, Python, time (UTC), load."""
     mem_kib = 0
     try:
         with open("/proc/meminfo") as fh:
@@ -109,10 +129,6 @@ def machine_info() -> dict[str, Any]:
                     mem_kib = int(line.split()[1])
     except OSError:
         pass
-    try:
-        load: float | None = round(os.getloadavg()[0], 2)
-    except OSError:
-        load = None
     return {
         "cpus": os.cpu_count(),
         "cpu": platform.processor() or platform.machine(),
@@ -120,7 +136,7 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "executable": sys.executable,
-        "load_1min_at_start": load,
+        "load_1min_at_start": load_average(),
         "utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
     }
 
@@ -146,7 +162,7 @@ class Report:
         head = (
             f"Machine: {m.get('cpus')} CPUs ({m.get('cpu')}), {m.get('memory_gib')} GiB, "
             f"kernel {m.get('kernel')}, Python {m.get('python')}, {m.get('utc')} UTC, "
-            f"1-min load at start {m.get('load_1min_at_start')}.\n\n```\n{self.command}\n```"
+            f"1-min load at start {m.get('load_1min_at_start')}, at end {m.get('load_1min_at_end')}.\n\n```\n{self.command}\n```"
         )
         return "\n\n".join([head, *(s.markdown() for s in self.sections)]) + "\n"
 
@@ -161,7 +177,8 @@ class Report:
         m = self.machine
         console.print(
             f"[bold]collimate bench[/bold]: {m.get('cpus')} CPUs, Python {m.get('python')}, "
-            f"{m.get('utc')} UTC, load {m.get('load_1min_at_start')}"
+            f"{m.get('utc')} UTC, 1-min load {m.get('load_1min_at_start')} -> "
+            f"{m.get('load_1min_at_end')}"
         )
         for section in self.sections:
             table = Table(title=section.title, title_justify="left")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collimate_rl.bench import forks, grpo, latency, scaling
-from collimate_rl.bench.report import Report, Section, machine_info
+from collimate_rl.bench.report import Report, Section, load_average, machine_info
 from collimate_rl.bench.targets import targets_section
 
 __all__ = ["FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
@@ -201,6 +201,7 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
                 )
             )
         client.close()
+    report.machine["load_1min_at_end"] = load_average()
     progress("done")
     report.sections = [targets_section(sections), *sections]
     return report

@@ -41,13 +41,16 @@ def targets_section(sections: Sequence[Section]) -> Section:
         columns=["target", "measured", "goal", "met"],
     )
 
-    def add(name: str, value: float, text: Callable[[float], str], goal: str, ok: bool) -> None:
-        out.add([name, text(value), goal, _yes(ok)], {"target": name, "value": value, "met": ok})
+    def add(
+        name: str, value: float, text: Callable[[float], str], goal: str, ok: bool | None
+    ) -> None:
+        met = "-" if ok is None else _yes(ok)
+        out.add([name, text(value), goal, met], {"target": name, "value": value, "met": ok})
 
     task_set = "humaneval" if _rows(sections, "grpo_humaneval") else "collimate_basic"
     rows = _rows(sections, f"grpo_{task_set}")
-    step, floor, sub = (
-        _find(rows, "runner", r) for r in (grpo.ENV_STEP, grpo.FLOOR, grpo.SUBPROCESS)
+    step, floor, sub, skyrl = (
+        _find(rows, "runner", r) for r in (grpo.ENV_STEP, grpo.FLOOR, grpo.SUBPROCESS, grpo.SKYRL)
     )
     if step and floor:
         value = ratio(step["rollouts_per_s"], floor["rollouts_per_s"])
@@ -55,6 +58,9 @@ def targets_section(sections: Sequence[Section]) -> Section:
     if step and sub:
         value = ratio(step["rollouts_per_s"], sub["rollouts_per_s"])
         add(f"{task_set}: env step vs subprocess python -S", value, times_text, "~2x", value >= 1.8)
+    if step and skyrl and not skyrl["skipped"]:
+        value = ratio(step["rollouts_per_s"], skyrl["rollouts_per_s"])
+        add(f"{task_set}: env step vs skyrl-gym lcb grader", value, times_text, "(no goal)", None)
     noop = _find(_rows(sections, "latency"), "runner", latency.ENV_STEP)
     if noop:
         value = noop["p50_ms"]

@@ -155,6 +155,7 @@ def test_targets_are_judged_from_the_sections() -> None:
         {"runner": grpo.ENV_STEP, "rollouts_per_s": 80.0},
         {"runner": grpo.SUBPROCESS, "rollouts_per_s": 40.0},
         {"runner": grpo.FLOOR, "rollouts_per_s": 100.0},
+        {"runner": grpo.SKYRL, "rollouts_per_s": 20.0, "skipped": ""},
     ]
     sections = [
         _section("grpo_humaneval", runners),
@@ -169,6 +170,7 @@ def test_targets_are_judged_from_the_sections() -> None:
     assert met == {
         "humaneval: env step vs warm-fork floor": True,
         "humaneval: env step vs subprocess python -S": True,
+        "humaneval: env step vs skyrl-gym lcb grader": None,
         "no-op env.step p50": False,
         "fork of a 64-wide group, p50": True,
         "no-op throughput, 1000 vs 1 live sessions": False,
