@@ -79,6 +79,7 @@ class RunnerResult:
 class EnvRun:
     """What the vector env graded, and where its time went."""
 
+    threads: int = 0
     step_seconds: float = 0.0
     reset_seconds: float = 0.0
     rollouts: list[Rollout] = field(default_factory=list)
@@ -120,7 +121,7 @@ def run_episodes(envs: Any, rounds: int, *, warmup: bool = True) -> EnvRun:
     env = envs.unwrapped
     groups, size = env.num_groups, env.group_size
     tasks = {task.task_id: task for task in env.tasks.tasks}
-    run = EnvRun()
+    run = EnvRun(threads=int(env.concurrency))
     for r in range(-1 if warmup else 0, rounds):
         t0 = time.perf_counter()
         _, infos = envs.reset(seed=1000 + r)
@@ -229,8 +230,8 @@ def grpo_section(
         notes=[
             f"Same {len(rollouts)} (task, completion) pairs for every runner; even members answer "
             "with the reference solution, odd members with a wrong one.",
-            f"The vector env grades with up to {min(groups * size, 16)} threads against the "
-            f"node; the other runners use {workers} threads (the core count).",
+            f"The vector env grades with {env_run.threads} threads against the node (its "
+            f"default); the other runners use {workers} threads (the core count).",
         ],
     )
     for result in (step, episode, skyrl, sub, floor):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +31,8 @@ from collimate_rl.bench.targets import targets_section
 __all__ = ["FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
 
 SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
+#: The unisolated runners' threads: one per core, as many as the node runs execs at once.
+_CORES = os.cpu_count() or 2
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ QUICK = Plan(
     grpo_groups=2,
     grpo_group_size=4,
     grpo_rounds=1,
-    workers=2,
+    workers=_CORES,
     fork_widths=(1, 8, 64),
     fork_repeats=2,
     memory_sessions=32,
@@ -79,7 +82,7 @@ FULL = Plan(
     grpo_groups=4,
     grpo_group_size=8,
     grpo_rounds=3,
-    workers=2,
+    workers=_CORES,
     fork_widths=(1, 2, 4, 8, 16, 32, 64, 128, 256),
     fork_repeats=5,
     memory_sessions=128,
