@@ -113,6 +113,23 @@ class MemberForker:
         self._spare = (count, self._worker().submit(self._fork_ahead, count))
         return [GroupSessions(members[g * size : (g + 1) * size]) for g in range(groups)]
 
+    def invalidate(self) -> None:
+        """Forget the members forked ahead and the parent (after an infrastructure failure).
+
+        They may have died with their node; the next :meth:`open` forks fresh members from
+        a new parent. The old sessions are deleted in the background (a no-op if gone).
+        """
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare[1].add_done_callback(self._retire_forked)
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            self.retire(parent)
+
+    def _retire_forked(self, forked: Future[tuple[float, list[str]]]) -> None:
+        if forked.exception() is None:
+            self.retire(*forked.result()[1])
+
     def retire(self, *session_ids: str) -> None:
         """Delete sessions in the background (in order with the background forks)."""
         if session_ids:

@@ -239,6 +239,10 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
                     infos = self._add_info(infos, self._reset_info(g), i)
         stepping = [g for g in range(self.num_groups) if g not in to_reset]
         results = self._grade_groups(stepping, actions)
+        if any(result.infra_error for result in results.values()):
+            # The node may have lost sessions (a crash, a restart): members forked
+            # ahead on it are suspect, so the next reset forks fresh ones.
+            self.forker.invalidate()
 
         for g in stepping:
             task_id = self._group_tasks[g].task_id

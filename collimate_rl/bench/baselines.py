@@ -1,10 +1,16 @@
-"""Unisolated baselines that expose the same ``exec_once`` surface as a Collimate client.
+"""Unisolated runners with the ``exec_once`` surface of a Collimate client, to measure against.
 
 * :class:`SubprocessClient` starts a fresh ``python -S`` per exec (what most graders do).
-* :class:`WarmForkClient` forks a warm interpreter per exec (the floor: no isolation, no
-  interpreter start-up).
+* :class:`WarmForkClient` forks a warm, pre-imported interpreter per exec: the floor (no
+  isolation, no interpreter start-up, the node's default preload).
 
-Neither isolates anything; they exist only to be measured against.
+Neither isolates anything: the code runs as the caller, with its files, network and processes.
+
+>>> with WarmForkClient() as floor:
+...     floor.exec_once("python3", code="print(6 * 7)")["stdout"]
+'42\\n'
+>>> SubprocessClient().exec_once("python3", code="raise SystemExit(3)")["exit_code"]
+3
 """
 
 from __future__ import annotations
@@ -16,9 +22,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 __all__ = ["SubprocessClient", "WarmForkClient"]
@@ -38,10 +44,24 @@ def _write_files(root: Path, files: list[dict[str, str]] | None) -> None:
         path.write_text(f["content"])
 
 
+def _response(out: str, rc: int, seed: str, ms: float) -> dict[str, Any]:
+    return {
+        "stdout": out,
+        "stderr": "",
+        "exit_code": rc,
+        "seed": seed,
+        "seed_ack": "off",
+        "fork_time_ms": 0.0,
+        "exec_time_ms": ms,
+        "total_time_ms": ms,
+    }
+
+
 class SubprocessClient:
     """``exec_once`` as ``python -S <file>`` in a fresh process per call, without isolation."""
 
     def __init__(self, python: str | None = None) -> None:
+        # The real binary, not a pyenv shim (a shim is a bash script costing ~100 ms).
         self.python = python or os.path.realpath(sys.executable)
 
     def exec_once(
@@ -55,14 +75,15 @@ class SubprocessClient:
         seed: str | None = None,
         **_: Any,
     ) -> dict[str, Any]:
+        """Run ``code`` (or a shell ``command``) in a fresh process; the node's response shape."""
         seed = seed or os.urandom(32).hex()
         with tempfile.TemporaryDirectory(prefix="bench-sub-") as tmp:
             root = Path(tmp)
             _write_files(root, files)
+            (root / "main.py").write_text(code or "")
             if command is not None:
                 argv = ["/bin/sh", "-c", command]
             else:
-                (root / "main.py").write_text(code or "")
                 argv = [self.python, "-S", "-c", _BOOT, str(root / "main.py")]
             env = {
                 "COLLIMATE_SEED": seed,
@@ -84,21 +105,16 @@ class SubprocessClient:
             except subprocess.TimeoutExpired as exc:
                 out, rc = (exc.stdout or b"") + f"timeout after {timeout_seconds}s".encode(), -1
             ms = (time.perf_counter() - t0) * 1e3
-        return {
-            "stdout": out.decode("utf-8", "replace"),
-            "stderr": "",
-            "exit_code": rc,
-            "seed": seed,
-            "seed_ack": "off",
-            "fork_time_ms": 0.0,
-            "exec_time_ms": ms,
-            "total_time_ms": ms,
-        }
+        return _response(out.decode("utf-8", "replace"), rc, seed, ms)
 
 
+# The floor's fork server: preload, then fork per connection; the child runs the request's
+# code as __main__ with stdout/stderr in a memfd and replies {rc, out}.
 _ZYGOTE = r"""
-import json, os, random, signal, socket, struct, sys, traceback
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+import importlib, json, os, random, signal, socket, struct, sys, traceback
+for name in sys.argv[2].split(","):
+    importlib.import_module(name)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
 srv = socket.socket(socket.AF_UNIX); srv.bind(sys.argv[1]); srv.listen(128)
 print("ready", flush=True)
 def recv_exact(c, n):
@@ -135,20 +151,39 @@ while True:
     os._exit(0)
 """
 
+# What the node's warm `python3` template preloads (collimate_rl.node.runtime DEFAULT_PRELOAD):
+# the floor starts from the same warm state.
+_PRELOAD = (
+    "random,json,math,re,collections,itertools,functools,typing,importlib.util,io,os,sys,"
+    "string,heapq,bisect,dataclasses,traceback,types,resource,atexit"
+)
+
 
 class WarmForkClient:
-    """``exec_once`` by forking a warm interpreter (the unisolated floor)."""
+    """``exec_once`` by forking a warm interpreter per call (the unisolated floor).
 
-    def __init__(self, python: str | None = None) -> None:
+    A context manager; :meth:`close` stops the fork server and removes its socket.
+    """
+
+    def __init__(self, python: str | None = None, preload: str = _PRELOAD) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-zygote-")
         self.sock_path = os.path.join(self._tmp.name, "z.sock")
         self._proc = subprocess.Popen(
-            [python or os.path.realpath(sys.executable), "-S", "-c", _ZYGOTE, self.sock_path],
+            [
+                python or os.path.realpath(sys.executable),
+                "-S",
+                "-c",
+                _ZYGOTE,
+                self.sock_path,
+                preload,
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert self._proc.stdout is not None and self._proc.stdout.readline().strip() == "ready"
-        self._lock = threading.Lock()
+        assert self._proc.stdout is not None
+        if self._proc.stdout.readline().strip() != "ready":
+            self.close()
+            raise RuntimeError("the warm-fork baseline's fork server did not start")
 
     def exec_once(
         self,
@@ -160,6 +195,7 @@ class WarmForkClient:
         seed: str | None = None,
         **_: Any,
     ) -> dict[str, Any]:
+        """Run ``code`` in a fork of the warm interpreter; the node's response shape."""
         seed = seed or os.urandom(32).hex()
         with tempfile.TemporaryDirectory(prefix="bench-fork-") as tmp:
             _write_files(Path(tmp), files)
@@ -167,26 +203,33 @@ class WarmForkClient:
             req = json.dumps({"code": code or "", "path": path, "cwd": tmp, "seed": seed}).encode()
             t0 = time.perf_counter()
             with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(timeout_seconds + 5)
                 s.connect(self.sock_path)
                 s.sendall(struct.pack("!I", len(req)) + req)
                 size = struct.unpack("!I", _recv_exact(s, 4))[0]
                 reply = json.loads(_recv_exact(s, size))
             ms = (time.perf_counter() - t0) * 1e3
-        return {
-            "stdout": reply["out"],
-            "stderr": "",
-            "exit_code": reply["rc"],
-            "seed": seed,
-            "seed_ack": "off",
-            "fork_time_ms": 0.0,
-            "exec_time_ms": ms,
-            "total_time_ms": ms,
-        }
+        return _response(reply["out"], int(reply["rc"]), seed, ms)
 
     def close(self) -> None:
-        self._proc.kill()
+        """Stop the fork server (idempotent)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
         self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
         self._tmp.cleanup()
+
+    def __enter__(self) -> WarmForkClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
@@ -194,6 +237,6 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     while len(buf) < n:
         part = s.recv(n - len(buf))
         if not part:
-            raise EOFError("zygote closed the connection")
+            raise EOFError("the fork server closed the connection")
         buf += part
     return buf

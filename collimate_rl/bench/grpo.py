@@ -1,0 +1,257 @@
+"""GRPO group throughput: the isolated group vector env against unisolated graders, same rollouts.
+
+One run per task set, side by side:
+
+* the vector env, ``gymnasium.make_vec("collimate/Code-v0", num_envs=G*K, group_size=K,
+  task_set=...)`` on the benchmark's local node: forked sandboxes, seccomp, the grading oracle.
+  Reported for ``step`` alone and for ``reset + step`` (a fresh group of forks per episode);
+* skyrl-gym's own ``lcb`` env on the same rollouts (its grader forks a ``multiprocessing``
+  manager and a process per rollout; no isolation beyond monkeypatching ``os``);
+* a fresh ``python -S`` per rollout running the plain test program, no isolation;
+* the floor: the plain test program in a fork of a warm interpreter, no isolation.
+
+Every runner grades exactly the (task, completion) pairs the vector env drew and graded.
+
+>>> RUNNERS[0], RUNNERS[-1]
+('collimate vector env (isolated): step', 'warm fork per rollout (no isolation): floor')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collimate_rl.bench.baselines import SubprocessClient, WarmForkClient
+from collimate_rl.bench.report import Section, fmt, pct_text, times_text
+from collimate_rl.bench.stats import batch_rate, ratio
+from collimate_rl.bench.workload import Rollout, group_completions, lcb_case, plain_program
+
+__all__ = [
+    "ENV_EPISODE",
+    "ENV_STEP",
+    "FLOOR",
+    "RUNNERS",
+    "SKYRL",
+    "SUBPROCESS",
+    "EnvRun",
+    "RunnerResult",
+    "grpo_section",
+    "open_vector_env",
+    "run_episodes",
+    "run_program_runner",
+    "run_skyrl_lcb",
+    "run_vector_env",
+]
+
+ENV_STEP = "collimate vector env (isolated): step"
+ENV_EPISODE = "collimate vector env (isolated): reset + step"
+SKYRL = "skyrl-gym lcb grader (no isolation)"
+SUBPROCESS = "subprocess python -S per rollout (no isolation)"
+FLOOR = "warm fork per rollout (no isolation): floor"
+RUNNERS = (ENV_STEP, ENV_EPISODE, SKYRL, SUBPROCESS, FLOOR)
+
+
+@dataclass(frozen=True)
+class RunnerResult:
+    """How fast one runner graded the rollouts, and how many passed."""
+
+    runner: str
+    rollouts: int
+    seconds: float
+    passed: int
+    expected: int
+    skipped: str = ""
+
+    @property
+    def rate(self) -> float:
+        """Graded rollouts per second (NaN when skipped)."""
+        return ratio(self.rollouts, self.seconds) if not self.skipped else float("nan")
+
+
+@dataclass
+class EnvRun:
+    """What the vector env graded, and where its time went."""
+
+    threads: int = 0
+    step_seconds: float = 0.0
+    reset_seconds: float = 0.0
+    rollouts: list[Rollout] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+
+    def results(self) -> tuple[RunnerResult, RunnerResult]:
+        n, expected = len(self.rollouts), sum(r.should_pass for r in self.rollouts)
+        passed = sum(reward == 1.0 for reward in self.rewards)
+        step = RunnerResult(ENV_STEP, n, self.step_seconds, passed, expected)
+        episode = RunnerResult(
+            ENV_EPISODE, n, self.step_seconds + self.reset_seconds, passed, expected
+        )
+        return step, episode
+
+
+def open_vector_env(client: Any, task_set: str, groups: int, size: int) -> Any:
+    """``gymnasium.make_vec("collimate/Code-v0", ...)`` with ``groups`` groups of ``size``."""
+    import gymnasium as gym
+
+    import collimate_envs  # noqa: F401  (registers the ids)
+
+    return gym.make_vec(
+        "collimate/Code-v0",
+        num_envs=groups * size,
+        group_size=size,
+        task_set=task_set,
+        client=client,
+    )
+
+
+def run_episodes(envs: Any, rounds: int, *, warmup: bool = True) -> EnvRun:
+    """Run ``rounds`` GRPO episodes (reset, then one step grading every member); time both.
+
+    Each group's members answer with :func:`group_completions` for the task the reset drew
+    (read from the reset ``info``). A warm-up episode runs first, uncounted.
+    """
+    from collimate_envs import info as keys
+
+    env = envs.unwrapped
+    groups, size = env.num_groups, env.group_size
+    tasks = {task.task_id: task for task in env.tasks.tasks}
+    run = EnvRun(threads=int(env.concurrency))
+    for r in range(-1 if warmup else 0, rounds):
+        t0 = time.perf_counter()
+        _, infos = envs.reset(seed=1000 + r)
+        t1 = time.perf_counter()
+        member_tasks = [tasks[str(infos[keys.TASK_ID][i])] for i in range(groups * size)]
+        actions: list[str] = []
+        for g in range(groups):
+            actions += group_completions(member_tasks[g * size], size)
+        _, rewards, *_ = envs.step(tuple(actions))
+        t2 = time.perf_counter()
+        if r < 0:
+            continue  # the warm-up episode is not counted
+        run.reset_seconds += t1 - t0
+        run.step_seconds += t2 - t1
+        run.rewards += [float(x) for x in rewards]
+        run.rollouts += [
+            Rollout(task, completion, should_pass=(i % size) % 2 == 0)
+            for i, (task, completion) in enumerate(zip(member_tasks, actions, strict=True))
+        ]
+    return run
+
+
+def run_vector_env(client: Any, task_set: str, groups: int, size: int, rounds: int) -> EnvRun:
+    """Open a ``groups`` x ``size`` vector env, run ``rounds`` timed episodes, close it."""
+    envs = open_vector_env(client, task_set, groups, size)
+    try:
+        return run_episodes(envs, rounds)
+    finally:
+        envs.close()
+
+
+def run_program_runner(
+    name: str, client: Any, rollouts: list[Rollout], workers: int
+) -> RunnerResult:
+    """Grade each rollout's plain test program through ``client.exec_once`` (exit 0 = pass)."""
+    programs = [plain_program(r.task, r.completion) for r in rollouts]
+    client.exec_once("python3", code=programs[0], timeout_seconds=30)  # warm-up
+
+    def run(program: str) -> bool:
+        return int(client.exec_once("python3", code=program, timeout_seconds=30)["exit_code"]) == 0
+
+    t0 = time.perf_counter()
+    _, passed = batch_rate(run, programs, workers)
+    seconds = time.perf_counter() - t0
+    return RunnerResult(name, len(rollouts), seconds, sum(passed), _expected(rollouts))
+
+
+def run_skyrl_lcb(rollouts: list[Rollout], workers: int) -> RunnerResult:
+    """Grade the rollouts with skyrl-gym's ``lcb`` env in a worker process (skipped if absent)."""
+    try:
+        import skyrl_gym  # noqa: F401
+    except ImportError:
+        return RunnerResult(SKYRL, len(rollouts), 0.0, 0, _expected(rollouts), "skyrl-gym absent")
+    cases = [lcb_case(r.task, r.completion) for r in rollouts]
+    with tempfile.TemporaryDirectory(prefix="bench-lcb-") as tmp:
+        request, result = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+        with open(request, "w") as fh:
+            json.dump({"cases": [[c.completion, c.tests] for c in cases], "workers": workers}, fh)
+        proc = subprocess.run(
+            [sys.executable, "-m", "collimate_rl.bench._lcb_worker", request, result],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"the skyrl-gym lcb worker failed:\n{proc.stderr[-2000:]}")
+        with open(result) as fh:
+            out = json.load(fh)
+    passed = sum(float(x) == 1.0 for x in out["rewards"])
+    return RunnerResult(SKYRL, len(rollouts), float(out["seconds"]), passed, _expected(rollouts))
+
+
+def _expected(rollouts: list[Rollout]) -> int:
+    return sum(r.should_pass for r in rollouts)
+
+
+def grpo_section(
+    client: Any,
+    task_set: str,
+    *,
+    groups: int,
+    size: int,
+    rounds: int,
+    workers: int,
+    progress: Callable[[str], None],
+) -> Section:
+    """Every runner on the rollouts of one task set, with rates and ratios."""
+    progress(f"grpo {task_set}: vector env {groups}x{size}, {rounds} rounds")
+    env_run = run_vector_env(client, task_set, groups, size, rounds)
+    step, episode = env_run.results()
+    rollouts = env_run.rollouts
+    progress(f"grpo {task_set}: skyrl-gym lcb grader on {len(rollouts)} rollouts")
+    skyrl = run_skyrl_lcb(rollouts, workers)
+    progress(f"grpo {task_set}: subprocess python -S")
+    sub = run_program_runner(SUBPROCESS, SubprocessClient(), rollouts, workers)
+    progress(f"grpo {task_set}: warm-fork floor")
+    with WarmForkClient() as floor_client:
+        floor = run_program_runner(FLOOR, floor_client, rollouts, workers)
+
+    section = Section(
+        key=f"grpo_{task_set.replace('-', '_')}",
+        title=f"GRPO groups on {task_set}: G={groups} x K={size}, {len(rollouts)} rollouts",
+        columns=["runner", "rollouts/s", "vs floor", "env step vs runner", "passed / expected"],
+        notes=[
+            f"Same {len(rollouts)} (task, completion) pairs for every runner; even members answer "
+            "with the reference solution, odd members with a wrong one.",
+            f"The vector env grades with {env_run.threads} threads against the node (its "
+            f"default); the other runners use {workers} threads (the core count).",
+        ],
+    )
+    for result in (step, episode, skyrl, sub, floor):
+        section.add(
+            [
+                result.runner,
+                fmt(result.rate, 1) if not result.skipped else f"skipped: {result.skipped}",
+                pct_text(ratio(result.rate, floor.rate)),
+                times_text(ratio(step.rate, result.rate)),
+                f"{result.passed} / {result.expected}",
+            ],
+            {
+                "runner": result.runner,
+                "rollouts": result.rollouts,
+                "seconds": result.seconds,
+                "rollouts_per_s": result.rate,
+                "vs_floor": ratio(result.rate, floor.rate),
+                "passed": result.passed,
+                "expected": result.expected,
+                "skipped": result.skipped,
+            },
+        )
+    return section

@@ -1,0 +1,182 @@
+"""How throughput scales: with the GRPO group size, with grading threads, with live sessions.
+
+* group size: one group of K on the bundled tasks, rollouts/s for ``step`` and ``reset + step``;
+* concurrency: a fixed G x K vector env grading with 1, 2, 4, ... threads;
+* live sessions: no-op exec latency and throughput in one session while N - 1 idle forked
+  sessions stay alive (the node must not slow down as sessions pile up).
+
+>>> rounds_for(4, rounds=1, min_rollouts=16)
+4
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from collimate_rl.bench.forks import delete_sessions, fork_idle, process_tree, tree_memory
+from collimate_rl.bench.grpo import open_vector_env, run_episodes, run_vector_env
+from collimate_rl.bench.report import Section, fmt, pct_text
+from collimate_rl.bench.stats import Summary, closed_loop, latencies_ms, ratio
+
+__all__ = ["concurrency_section", "group_size_section", "live_sessions_section", "rounds_for"]
+
+_TASK_SET = "collimate-basic"
+
+
+def rounds_for(size: int, *, rounds: int, min_rollouts: int) -> int:
+    """Episodes to run for a group of ``size`` so that at least ``min_rollouts`` are graded."""
+    return max(rounds, math.ceil(min_rollouts / size))
+
+
+def group_size_section(
+    client: Any,
+    sizes: Sequence[int],
+    *,
+    rounds: int,
+    min_rollouts: int,
+    progress: Callable[[str], None],
+) -> Section:
+    """Rollouts/s of one group of K, for each K."""
+    section = Section(
+        key="scaling_group_size",
+        title=f"Throughput vs group size (one group of K, {_TASK_SET})",
+        columns=["K", "rollouts", "step rollouts/s", "reset + step rollouts/s", "step vs K=min"],
+    )
+    base = math.nan
+    for k in sizes:
+        n_rounds = rounds_for(k, rounds=rounds, min_rollouts=min_rollouts)
+        progress(f"scaling: group size {k} x {n_rounds} rounds")
+        run = run_vector_env(client, _TASK_SET, 1, k, n_rounds)
+        step, episode = run.results()
+        base = step.rate if math.isnan(base) else base
+        section.add(
+            [
+                str(k),
+                str(step.rollouts),
+                fmt(step.rate, 1),
+                fmt(episode.rate, 1),
+                pct_text(ratio(step.rate, base)),
+            ],
+            {
+                "k": k,
+                "rollouts": step.rollouts,
+                "step_rollouts_per_s": step.rate,
+                "episode_rollouts_per_s": episode.rate,
+            },
+        )
+    return section
+
+
+def concurrency_section(
+    client: Any,
+    levels: Sequence[int],
+    *,
+    groups: int,
+    size: int,
+    rounds: int,
+    progress: Callable[[str], None],
+) -> Section:
+    """Rollouts/s of a ``groups`` x ``size`` vector env for each grading-thread count."""
+    section = Section(
+        key="scaling_concurrency",
+        title=f"Throughput vs grading threads (G={groups} x K={size}, {_TASK_SET})",
+        columns=["threads", "step rollouts/s", "reset + step rollouts/s", "step vs 1 thread"],
+        notes=["The node runs as many execs at once as it has cores; more threads queue."],
+    )
+    base = math.nan
+    envs = open_vector_env(client, _TASK_SET, groups, size)
+    try:
+        runs = []
+        for c in levels:
+            progress(f"scaling: {c} grading threads")
+            # The env's grading pool size: the `concurrency=` argument of make_vec.
+            envs.unwrapped.concurrency = c
+            runs.append(run_episodes(envs, rounds))
+    finally:
+        envs.close()
+    for c, run in zip(levels, runs, strict=True):
+        step, episode = run.results()
+        base = step.rate if math.isnan(base) else base
+        section.add(
+            [str(c), fmt(step.rate, 1), fmt(episode.rate, 1), pct_text(ratio(step.rate, base))],
+            {
+                "threads": c,
+                "step_rollouts_per_s": step.rate,
+                "episode_rollouts_per_s": episode.rate,
+            },
+        )
+    return section
+
+
+def live_sessions_section(
+    client: Any,
+    counts: Sequence[int],
+    *,
+    n: int,
+    seconds: float,
+    progress: Callable[[str], None],
+    node_pid: int | None = None,
+) -> Section:
+    """No-op latency and 2-client throughput in one session with N sessions alive.
+
+    With ``node_pid``, also the unique memory (USS) of the node's whole process tree.
+    """
+    section = Section(
+        key="scaling_sessions",
+        title="Exec latency and throughput vs live idle sessions",
+        columns=[
+            "live sessions",
+            "p50 ms",
+            "p99 ms",
+            "no-op/s (2 clients)",
+            "vs 1 session",
+            "node tree USS MiB",
+        ],
+        notes=[
+            "The probe session is one of the N; the others are idle forks of it.",
+        ],
+    )
+    probe = str(client.create_session("python3")["session_id"])
+    idle: list[str] = []
+
+    def noop() -> object:
+        return client.session_exec(probe, code="pass", timeout_seconds=10)
+
+    base = math.nan
+    try:
+        for count in sorted(counts):
+            if count - 1 > len(idle):
+                progress(f"scaling: forking up to {count} live sessions")
+                idle += fork_idle(client, probe, count - 1 - len(idle))
+            progress(f"scaling: exec with {count} live sessions")
+            time.sleep(0.5)  # let the node finish the forks' bookkeeping
+            s = Summary.of(latencies_ms(noop, n, warmup=10))
+            rate = closed_loop(noop, 2, seconds)
+            base = rate if math.isnan(base) else base
+            uss_mib = math.nan
+            if node_pid is not None:
+                uss_mib = tree_memory(process_tree(node_pid)).uss_kib / 1024
+            section.add(
+                [
+                    str(count),
+                    fmt(s.p50),
+                    fmt(s.p99),
+                    fmt(rate, 0),
+                    pct_text(ratio(rate, base)),
+                    fmt(uss_mib, 0),
+                ],
+                {
+                    "sessions": count,
+                    "p50_ms": s.p50,
+                    "p99_ms": s.p99,
+                    "noop_per_s": rate,
+                    "node_uss_mib": uss_mib,
+                },
+            )
+    finally:
+        progress(f"scaling: deleting {len(idle) + 1} sessions")
+        delete_sessions(client, [*idle, probe])
+    return section

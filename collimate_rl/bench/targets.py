@@ -1,0 +1,90 @@
+"""The project's performance targets, checked against a run's sections.
+
+>>> from collimate_rl.bench.report import Section
+>>> mem = Section("memory", "m", ["measure", "per session MiB", "all"])
+>>> mem.add(["unique (USS)", "1.50", "150"], {"measure": "unique (USS)", "per_session_mib": 1.5})
+>>> section = targets_section([mem])
+>>> section.rows[0][1:]
+['1.50 MiB', '< 5 MiB', 'yes']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from collimate_rl.bench import grpo, latency
+from collimate_rl.bench.report import Section, fmt, pct_text, times_text
+from collimate_rl.bench.stats import ratio
+
+__all__ = ["targets_section"]
+
+
+def _rows(sections: Sequence[Section], key: str) -> list[dict[str, Any]]:
+    return next((s.data for s in sections if s.key == key), [])
+
+
+def _find(rows: list[dict[str, Any]], field: str, value: Any) -> dict[str, Any] | None:
+    return next((row for row in rows if row.get(field) == value), None)
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+def targets_section(sections: Sequence[Section]) -> Section:
+    """One row per target the run measured: the value, the goal and whether it is met."""
+    out = Section(
+        key="targets",
+        title="Targets (2 cores, side by side in this run)",
+        columns=["target", "measured", "goal", "met"],
+    )
+
+    def add(
+        name: str, value: float, text: Callable[[float], str], goal: str, ok: bool | None
+    ) -> None:
+        met = "-" if ok is None else _yes(ok)
+        out.add([name, text(value), goal, met], {"target": name, "value": value, "met": ok})
+
+    task_set = "humaneval" if _rows(sections, "grpo_humaneval") else "collimate_basic"
+    rows = _rows(sections, f"grpo_{task_set}")
+    step, floor, sub, skyrl = (
+        _find(rows, "runner", r) for r in (grpo.ENV_STEP, grpo.FLOOR, grpo.SUBPROCESS, grpo.SKYRL)
+    )
+    if step and floor:
+        value = ratio(step["rollouts_per_s"], floor["rollouts_per_s"])
+        add(f"{task_set}: env step vs warm-fork floor", value, pct_text, ">= 75%", value >= 0.75)
+    if step and sub:
+        value = ratio(step["rollouts_per_s"], sub["rollouts_per_s"])
+        add(f"{task_set}: env step vs subprocess python -S", value, times_text, "~2x", value >= 1.8)
+    if step and skyrl and not skyrl["skipped"]:
+        value = ratio(step["rollouts_per_s"], skyrl["rollouts_per_s"])
+        add(f"{task_set}: env step vs skyrl-gym lcb grader", value, times_text, "(no goal)", None)
+    noop = _find(_rows(sections, "latency"), "runner", latency.ENV_STEP)
+    if noop:
+        value = noop["p50_ms"]
+        add("no-op env.step p50", value, lambda v: f"{fmt(v)} ms", "< 10 ms", value < 10)
+    fork64 = _find(_rows(sections, "forks"), "k", 64)
+    if fork64:
+        value = fork64["p50_ms"]
+        add(
+            "fork of a 64-wide group, p50", value, lambda v: f"{fmt(v)} ms", "< 100 ms", value < 100
+        )
+    uss = _find(_rows(sections, "memory"), "measure", "unique (USS)")
+    if uss:
+        value = uss["per_session_mib"]
+        add(
+            "unique memory per idle forked session",
+            value,
+            lambda v: f"{fmt(v)} MiB",
+            "< 5 MiB",
+            value < 5,
+        )
+    sessions = _rows(sections, "scaling_sessions")
+    if len(sessions) >= 2:
+        first, last = sessions[0], sessions[-1]
+        value = ratio(last["noop_per_s"], first["noop_per_s"])
+        name = f"no-op throughput, {last['sessions']} vs {first['sessions']} live sessions"
+        add(name, value, pct_text, "flat (>= 90%)", not math.isnan(value) and value >= 0.9)
+    return out
