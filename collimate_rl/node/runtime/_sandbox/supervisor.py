@@ -512,6 +512,19 @@ def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
+def hide_internals_and_drop_capabilities(cap_last: int) -> None:
+    """Harden a process that will run sandbox code (an exec, the factory, a service).
+
+    In a private mount namespace the node's internal folder becomes an empty,
+    read-only tmpfs, then every capability is dropped (the bounding set stays:
+    it is the session's). The caller loads its seccomp filter last.
+    """
+    unshare(CLONE_NEWNS)
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    mount("none", INTERNAL_DIR, "tmpfs", flags, "size=4k,mode=0555")
+    drop_all_capabilities(cap_last, bounding=False)
+
+
 def _cap_last() -> int:
     try:
         with open("/proc/sys/kernel/cap_last_cap") as fh:
@@ -754,15 +767,7 @@ def exec_child(
         cfg = sv.cfg
         sandbox = sv.sandbox_dir
         if sv.isolated:
-            unshare(CLONE_NEWNS)
-            mount(
-                "none",
-                INTERNAL_DIR,
-                "tmpfs",
-                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                "size=4k,mode=0555",
-            )
-            drop_all_capabilities(sv.cap_last, bounding=False)
+            hide_internals_and_drop_capabilities(sv.cap_last)
             load_seccomp(sv.seccomp)
         apply_limits(cfg["limits"])
         os.umask(0o022)
@@ -955,15 +960,7 @@ class SessionServer:
             os.set_inheritable(3, False)
             os.closerange(4, ready_w)
             os.closerange(ready_w + 1, 1 << 16)
-            unshare(CLONE_NEWNS)
-            mount(
-                "none",
-                INTERNAL_DIR,
-                "tmpfs",
-                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                "size=4k,mode=0555",
-            )
-            drop_all_capabilities(self.cap_last, bounding=False)
+            hide_internals_and_drop_capabilities(self.cap_last)
             prctl(PR_SET_DUMPABLE, 0)
             load_seccomp(self.seccomp)
             os.chdir(self.sandbox_dir)
@@ -1078,15 +1075,7 @@ class SessionServer:
                 dir_fd=dir_fd,
             )
             svc.loopback_up()
-            unshare(CLONE_NEWNS)
-            mount(
-                "none",
-                INTERNAL_DIR,
-                "tmpfs",
-                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                "size=4k,mode=0555",
-            )
-            drop_all_capabilities(self.cap_last, bounding=False)
+            hide_internals_and_drop_capabilities(self.cap_last)
             load_seccomp(bytes(self.cfg["_seccomp_inet"]))
             import resource
 
