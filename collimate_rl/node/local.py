@@ -116,6 +116,7 @@ class LocalNode:
         self.base_url = "http://localhost"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
+        self._owner_w: int | None = None
         self._clients: list[Any] = []
 
     # -- lifecycle -------------------------------------------------------
@@ -145,15 +146,27 @@ class LocalNode:
         else:
             self.socket_path = self.workdir / "node.sock"
             argv += ["--socket", str(self.socket_path)]
+        # The node drains by itself when this process dies, however it dies: it
+        # watches a pipe whose only write end we hold (non-inheritable).
+        owner_r, self._owner_w = os.pipe()
+        argv += ["--exit-with-fd", str(owner_r)]
         argv += ["--log-level", "warning", *self._flags]
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self._log = open(self.workdir / "node.log", "wb")  # noqa: SIM115 - closed in stop()
         try:
-            self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env
-            )
+            try:
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    pass_fds=(owner_r,),
+                )
+            finally:
+                os.close(owner_r)
             _LIVE.add(self)
             self._wait_ready()
         except BaseException:
@@ -204,6 +217,7 @@ class LocalNode:
             stack.callback(self._remove_workdir)
             stack.callback(self._close_log)
             stack.callback(self._close_clients)
+            stack.callback(self._close_owner_pipe)
             proc, self._proc = self._proc, None
             _LIVE.discard(self)
             if proc is not None:
@@ -232,6 +246,11 @@ class LocalNode:
             if callable(close):
                 with contextlib.suppress(Exception):
                     close()
+
+    def _close_owner_pipe(self) -> None:
+        owner_w, self._owner_w = self._owner_w, None
+        if owner_w is not None:
+            os.close(owner_w)
 
     def _close_log(self) -> None:
         log, self._log = self._log, None

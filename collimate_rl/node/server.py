@@ -23,6 +23,7 @@ import signal
 import socket
 import stat
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -331,8 +332,32 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="expose this environment's site-packages read-only in every sandbox "
         "(lets template services import e.g. openenv-core; see docs/services.md)",
     )
+    p.add_argument(
+        "--exit-with-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="drain and stop when this inherited pipe's read end reaches EOF, i.e. when "
+        "every process holding its write end has exited (LocalNode passes one)",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
+
+
+def _exit_with(fd: int) -> None:
+    """SIGTERM this process (a drain) once ``fd`` reads EOF: its owner is gone.
+
+    A pipe, not ``PR_SET_PDEATHSIG``: that fires when the *thread* that started
+    the node exits, and an owner may start its node from any thread.
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 1):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="collimate-owner-watch", daemon=True).start()
 
 
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
@@ -368,6 +393,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     previous = {
         sig: signal.signal(sig, _note_early_signal) for sig in (signal.SIGTERM, signal.SIGINT)
     }
+    if args.exit_with_fd is not None:
+        _exit_with(args.exit_with_fd)
     try:
         serve(
             host=args.host,

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,54 @@ def test_sigterm_during_startup_stops_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 0, out
     assert not (tmp_path / "n.sock").exists()
     assert not (tmp_path / "state").exists()
+
+
+def test_local_node_stops_when_its_owner_is_killed(
+    node_kwargs: dict[str, object], tmp_path: Path
+) -> None:
+    # An owner process starts a node, opens a session and is SIGKILLed: no
+    # cleanup code of its own runs, yet the node drains and exits by itself.
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from collimate_rl.node import LocalNode\n"
+            f"node = LocalNode(**{node_kwargs!r}).start()\n"
+            "client = node.client()\n"
+            "template = client.health()['templates'][0]\n"
+            "client.create_session('python3' if 'python3' in client.health()['templates'] else template)\n"
+            "print(node.pid, node.workdir, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline().split()
+        assert line, "the owner did not start its node"
+        node_pid, workdir = int(line[0]), Path(line[1])
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(10)
+        deadline = time.monotonic() + 60
+        while _alive(node_pid):
+            assert time.monotonic() < deadline, "the node outlived its owner"
+            time.sleep(0.1)
+        assert not (workdir / "state").exists()  # the drain removed sessions and state
+        assert not (workdir / "node.sock").exists()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def _alive(pid: int) -> bool:
+    # The node is the killed owner's orphan (reparented, not our child): a
+    # zombie still counts as exited.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
