@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import importlib
+import importlib.util
 import json
 import os
 import selectors
@@ -58,29 +60,28 @@ import sys
 import time
 from typing import Any
 
-if __package__:
-    from . import factory as zygote
-else:  # run as a script: ``-I`` keeps our own directory off sys.path
-    import importlib.util as _ilu
 
-    _spec = _ilu.spec_from_file_location(
-        "collimate_factory", os.path.join(os.path.dirname(os.path.abspath(__file__)), "factory.py")
-    )
-    assert _spec is not None and _spec.loader is not None
-    zygote = _ilu.module_from_spec(_spec)
-    sys.modules["collimate_factory"] = zygote
-    _spec.loader.exec_module(zygote)
+def _load_sibling(name: str) -> Any:
+    """A module from this directory: a relative import in the package, by path as a script.
 
-if __package__:
-    from . import service as svc
-else:
-    _spec = _ilu.spec_from_file_location(
-        "collimate_service", os.path.join(os.path.dirname(os.path.abspath(__file__)), "service.py")
-    )
-    assert _spec is not None and _spec.loader is not None
-    svc = _ilu.module_from_spec(_spec)
-    sys.modules["collimate_service"] = svc
-    _spec.loader.exec_module(svc)
+    Run as a script, ``-I`` keeps our own directory off ``sys.path``, so the
+    siblings are loaded from their files (once; cached as ``collimate_<name>``).
+    """
+    if __package__:
+        return importlib.import_module(f".{name}", __package__)
+    key = f"collimate_{name}"
+    if key not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+zygote = _load_sibling("factory")
+svc = _load_sibling("service")
 
 # --------------------------------------------------------------------------
 # Linux constants and thin ctypes wrappers
