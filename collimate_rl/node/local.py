@@ -55,10 +55,20 @@ def _register_atexit() -> None:
 
 
 def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _url_host(host: str) -> str:
+    """``host`` as it appears in a URL (IPv6 literals in brackets).
+
+    >>> _url_host("10.0.0.5"), _url_host("::1")
+    ('10.0.0.5', '[::1]')
+    """
+    return f"[{host}]" if ":" in host else host
 
 
 class LocalNode:
@@ -68,16 +78,21 @@ class LocalNode:
         isolation: ``"auto"`` (bwrap on Linux), ``"bwrap"`` or ``"none"``
             (no sandbox: dev only).
         tcp: serve on a free TCP port of ``127.0.0.1`` instead of a unix socket.
+        host: serve on TCP on this address instead (implies ``tcp``), e.g. a cluster
+            node's own IP so other machines can reach it; anyone who can reach that
+            address can use the node, so give it a private network (or a token).
+        port: the TCP port (default: a free one).
         max_inflight, queue, max_sessions, session_ttl, pool_size, drain_timeout:
             the ``serve`` flags of the same names (``None``: the node's default).
         startup_timeout: seconds to wait for ``/v1/health``.
         share_site_packages: ``--share-site-packages`` (sandboxes import this
             environment's packages read-only; see docs/services.md).
         extra_args: more ``serve`` flags, verbatim.
+        workdir_root: make :attr:`workdir` inside this folder (default: the temp dir).
 
     Attributes:
         socket_path: the unix socket (``None`` over TCP).
-        base_url: ``http://127.0.0.1:<port>`` over TCP, ``http://localhost`` over the socket.
+        base_url: ``http://<host>:<port>`` over TCP, ``http://localhost`` over the socket.
         workdir: the temporary folder holding the socket, state and log.
     """
 
@@ -86,6 +101,8 @@ class LocalNode:
         *,
         isolation: str = "auto",
         tcp: bool = False,
+        host: str | None = None,
+        port: int | None = None,
         max_inflight: int | None = None,
         queue: int | None = None,
         max_sessions: int | None = None,
@@ -95,9 +112,12 @@ class LocalNode:
         startup_timeout: float = 60.0,
         share_site_packages: bool = False,
         extra_args: tuple[str, ...] = (),
+        workdir_root: str | Path | None = None,
     ) -> None:
         self.isolation = isolation
-        self.tcp = tcp
+        self.tcp = tcp or host is not None or port is not None
+        self.host = host or "127.0.0.1"
+        self.port = port
         self.startup_timeout = startup_timeout
         flags: dict[str, Any] = {
             "--max-inflight": max_inflight,
@@ -111,6 +131,7 @@ class LocalNode:
         self._flags += ["--share-site-packages"] if share_site_packages else []
         self._flags += list(extra_args)
         self._drain_timeout = drain_timeout if drain_timeout is not None else 30.0
+        self.workdir_root = workdir_root
         self.workdir: Path | None = None
         self.socket_path: Path | None = None
         self.base_url = "http://localhost"
@@ -136,13 +157,13 @@ class LocalNode:
         if self._proc is not None:
             return self
         _register_atexit()
-        self.workdir = Path(tempfile.mkdtemp(prefix="collimate-node-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="collimate-node-", dir=self.workdir_root))
         argv = [sys.executable, "-m", "collimate_rl.node", "serve"]
         argv += ["--isolation", self.isolation, "--state-dir", str(self.workdir / "state")]
         if self.tcp:
-            port = _free_port("127.0.0.1")
-            argv += ["--host", "127.0.0.1", "--port", str(port)]
-            self.base_url = f"http://127.0.0.1:{port}"
+            port = self.port or _free_port(self.host)
+            argv += ["--host", self.host, "--port", str(port)]
+            self.base_url = f"http://{_url_host(self.host)}:{port}"
         else:
             self.socket_path = self.workdir / "node.sock"
             argv += ["--socket", str(self.socket_path)]
@@ -175,10 +196,11 @@ class LocalNode:
         return self
 
     def _http(self, timeout: float = 2.0) -> httpx.Client:
+        # Health checks go to the node itself: never through an HTTP proxy from the env.
         if self.socket_path is not None:
             transport = httpx.HTTPTransport(uds=str(self.socket_path))
             return httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout)
-        return httpx.Client(base_url=self.base_url, timeout=timeout)
+        return httpx.Client(base_url=self.base_url, timeout=timeout, trust_env=False)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

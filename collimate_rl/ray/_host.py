@@ -1,0 +1,214 @@
+"""What runs on each Ray node: a :class:`NodeHost` actor owning one :class:`LocalNode`.
+
+The actor's process holds the node's owner pipe (``serve --exit-with-fd``), so the
+node drains and exits by itself when the actor dies, however it dies: ``close()``,
+``ray.kill``, the driver's death (Ray kills a dead driver's actors), or the loss of
+the Ray node's raylet.
+
+Every host keeps its files in ``$TMPDIR/cray-<uid>/h<tag>/`` and holds an ``flock``
+on ``owner.lock`` there for its whole life. A host that died without ``stop()`` leaves
+that folder (the node's log and state dir); the next host started on the same machine
+finds it by its free lock, recovers the state dir like a restarted node would
+(processes, mounts, memory cgroups) and removes it.
+
+>>> token_file_supported() in (True, False)
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["HOST_METHODS", "NodeHost", "host_root", "sweep_stale_hosts", "token_file_supported"]
+
+log = logging.getLogger("collimate_rl.ray")
+
+_OWNER_LOCK: Final = "owner.lock"
+#: The session-surface calls :meth:`NodeHost.call` forwards (the Ray-transport path).
+HOST_METHODS: Final = frozenset(
+    {"health", "create_session", "delete_session", "session_exec", "exec_once", "fork_session"}
+)
+#: ``LocalNode`` arguments a fleet passes through to every node.
+NODE_OPTIONS: Final = frozenset(
+    {
+        "isolation",
+        "max_inflight",
+        "queue",
+        "max_sessions",
+        "session_ttl",
+        "pool_size",
+        "drain_timeout",
+        "startup_timeout",
+        "share_site_packages",
+        "extra_args",
+    }
+)
+
+
+def host_root(tmp: str | Path | None = None) -> Path:
+    """The folder every host of this user keeps its files in (created ``0700``)."""
+    root = Path(tmp or tempfile.gettempdir()) / f"cray-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    if root.stat().st_uid != os.getuid():
+        raise PermissionError(f"{root} belongs to another user; set TMPDIR to a private folder")
+    return root
+
+
+def token_file_supported() -> bool:
+    """Whether this collimate-rl's ``serve`` takes ``--token-file`` (a bearer token)."""
+    from collimate_rl.node.server import build_parser
+
+    _, unknown = build_parser().parse_known_args(["--token-file", "/dev/null"])
+    return not unknown
+
+
+def _claim(root: Path, tag: str) -> tuple[Path, int]:
+    """Make ``root/h<tag>`` and hold its owner lock (created locked, then moved in place).
+
+    A sweeper only ever sees a lock file that is already held.
+    """
+    folder = root / f"h{tag}"
+    folder.mkdir(mode=0o700)
+    staging = folder / f".{_OWNER_LOCK}.{os.getpid()}"
+    fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(staging, folder / _OWNER_LOCK)
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder, fd
+
+
+def sweep_stale_hosts(root: Path) -> int:
+    """Recover and remove the folders of hosts that died without stopping; how many.
+
+    Only folders whose owner lock exists and is free are touched.
+    """
+    from collimate_rl.node.runtime._recovery import StateDirBusy, claim_state_dir
+
+    swept = 0
+    for folder in sorted(root.glob("hn*")):
+        try:
+            fd = os.open(folder / _OWNER_LOCK, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue  # being created, or not a host's
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live host
+            for state in folder.glob("*/state"):
+                with contextlib.suppress(StateDirBusy, OSError):
+                    claim, _ = claim_state_dir(state)
+                    claim.release()
+            shutil.rmtree(folder, ignore_errors=True)
+            swept += 1
+            log.warning("removed %s, left by a fleet node that died without stopping", folder)
+        finally:
+            os.close(fd)
+    return swept
+
+
+class NodeHost:
+    """One fleet node's LocalNode, on TCP on this machine's address (a Ray actor's body).
+
+    Args:
+        tag: the node's tag (names its folder; prefixes its session ids).
+        host: the address to listen on (the Ray node's IP).
+        port: the TCP port (``None``: a free one).
+        token: the bearer token clients must send, or ``None``.
+        require_token: fail if this ``serve`` cannot take a token.
+        options: ``LocalNode`` arguments (:data:`NODE_OPTIONS`).
+    """
+
+    def __init__(
+        self,
+        tag: str,
+        host: str,
+        port: int | None = None,
+        token: str | None = None,
+        require_token: bool = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        from collimate_rl.node import LocalNode
+
+        options = dict(options or {})
+        unknown = set(options) - NODE_OPTIONS
+        if unknown:
+            raise ValueError(f"unknown node options: {', '.join(sorted(unknown))}")
+        root = host_root()
+        sweep_stale_hosts(root)
+        self.tag = tag
+        self.folder, self._owner_fd = _claim(root, tag)
+        try:
+            extra = list(options.pop("extra_args", ()))
+            self.auth = False
+            if token:
+                if token_file_supported():
+                    token_path = self.folder / "token"
+                    fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "w") as handle:
+                        handle.write(token)
+                    extra += ["--token-file", str(token_path)]
+                    self.auth = True
+                elif require_token:
+                    raise RuntimeError(
+                        "a token was required but this collimate-rl's `collimate serve` has "
+                        "no --token-file; upgrade collimate-rl on the cluster"
+                    )
+            self.node = LocalNode(
+                host=host, port=port, workdir_root=self.folder, extra_args=tuple(extra), **options
+            )
+            self.node.start()
+        except BaseException:
+            self._release()
+            raise
+        self._client: Any = None
+
+    def info(self) -> dict[str, Any]:
+        """Where the node listens and who runs it (called once it started)."""
+        return {
+            "tag": self.tag,
+            "address": self.node.base_url,
+            "pid": self.node.pid or 0,
+            "host_pid": os.getpid(),
+            "folder": str(self.folder),
+            "workdir": str(self.node.workdir),
+            "auth": self.auth,
+        }
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Run a session-surface call on the node from here: the Ray-transport path.
+
+        The fleet's clients use HTTP to the node's address (faster, see
+        docs/scale-out.md); the benchmark compares the two through this method.
+        """
+        if method not in HOST_METHODS:
+            raise ValueError(f"not a session-surface call: {method!r}")
+        if self._client is None:
+            self._client = self.node.client()
+        result = getattr(self._client, method)(*args, **kwargs)
+        return dict(result.raw)
+
+    def stop(self) -> int | None:
+        """Drain and stop the node, remove its files; the node's exit status."""
+        try:
+            return self.node.stop()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        fd, self._owner_fd = self._owner_fd, -1
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if fd >= 0:
+            os.close(fd)
