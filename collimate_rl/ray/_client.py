@@ -183,6 +183,10 @@ class _FleetClientBase:
         """
         return sum(n.load.max_inflight for n in self.directory.placeable())
 
+    def calls_by_node(self) -> dict[str, int]:
+        """How many calls this client sent to each node (by tag): shows how work spread."""
+        return dict(self._router.calls)
+
     def __repr__(self) -> str:
         nodes = ", ".join(f"{n.tag}={n.state.value}" for n in self.directory.nodes())
         return f"{type(self).__name__}({nodes})"
@@ -316,11 +320,20 @@ class FleetClient(_FleetClientBase):
         self.directory.record_bake(spec)
         return {**next(iter(answers.values())), "nodes": sorted(answers)}
 
-    def env(self, ref: str, **kwargs: Any) -> Any:
+    def env(
+        self,
+        ref: str,
+        *,
+        width: int | None = None,
+        name: str | None = None,
+        ready: Any = None,
+        env: Any = None,
+        secrets: Any = None,
+    ) -> Any:
         """An environment handle, as :meth:`CollimateClient.env` gives."""
         from collimate_rl.templates import environment
 
-        return environment(self, ref, **kwargs)
+        return environment(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -553,11 +566,22 @@ class AsyncFleetClient(_FleetClientBase):
         self.directory.record_bake(spec)
         return {**next(iter(answers.values())), "nodes": sorted(answers)}
 
-    async def env(self, ref: str, **kwargs: Any) -> Any:
+    async def env(
+        self,
+        ref: str,
+        *,
+        width: int | None = None,
+        name: str | None = None,
+        ready: Any = None,
+        env: Any = None,
+        secrets: Any = None,
+    ) -> Any:
         """See :meth:`FleetClient.env`."""
         from collimate_rl.templates import environment_async
 
-        return await environment_async(self, ref, **kwargs)
+        return await environment_async(
+            self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets
+        )
 
     # -- sessions ----------------------------------------------------------------------
 

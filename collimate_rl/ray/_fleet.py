@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import re
 import secrets
 import threading
 import time
@@ -351,6 +352,9 @@ class RayFleet:
         except Exception as exc:
             self._fail(member, _short(exc))
             return
+        if info.get("ray_node_id") != member.ray_node_id:  # affinity is hard; never trust blindly
+            self._fail(member, f"its actor ran on Ray node {info.get('ray_node_id')}, not its own")
+            return
         self._directory.update(member.tag, address=info["address"], pid=int(info["pid"]))
         self._backoff.pop(member.ray_node_id, None)
         bakes = self._directory.bakes()
@@ -513,6 +517,19 @@ class RayFleet:
             )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Busy)): ", re.MULTILINE)
+
+
 def _short(exc: BaseException, limit: int = 400) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
+    """What went wrong, in a line: for an actor that died in its constructor, the
+    exception it raised (Ray's own message around it is mostly a traceback).
+
+    >>> _short(RuntimeError("ray::NodeHost.__init__()\\n  File x\\nValueError: bad port"))
+    'ValueError: bad port'
+    """
+    text = _ANSI.sub("", str(exc))
+    found = list(_RAISED.finditer(text))
+    text = text[found[-1].start() :] if found else f"{type(exc).__name__}: {text}"
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

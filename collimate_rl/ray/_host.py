@@ -27,7 +27,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["HOST_METHODS", "NodeHost", "host_root", "sweep_stale_hosts", "token_file_supported"]
+from collimate_rl.ray._janitor import spawn as spawn_janitor
+
+__all__ = [
+    "HOST_METHODS",
+    "NodeHost",
+    "clear_host_folder",
+    "host_root",
+    "sweep_stale_hosts",
+    "token_file_supported",
+]
 
 log = logging.getLogger("collimate_rl.ray")
 
@@ -94,29 +103,40 @@ def sweep_stale_hosts(root: Path) -> int:
 
     Only folders whose owner lock exists and is free are touched.
     """
+    return sum(1 for folder in sorted(root.glob("hn*")) if clear_host_folder(folder))
+
+
+def clear_host_folder(folder: Path) -> bool:
+    """Recover and remove one host's folder if its host is dead and its node stopped.
+
+    Recovery is a restarted node's (the run's processes, mounts, memory cgroups,
+    sockets); a folder whose owner lock is held, or whose node still runs (e.g. it
+    drains after its host died), is left alone. Returns whether it was removed.
+    """
     from collimate_rl.node.runtime._recovery import StateDirBusy, claim_state_dir
 
-    swept = 0
-    for folder in sorted(root.glob("hn*")):
+    try:
+        fd = os.open(folder / _OWNER_LOCK, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False  # being created, already removed, or not a host's
+    try:
         try:
-            fd = os.open(folder / _OWNER_LOCK, os.O_RDWR | os.O_CLOEXEC)
-        except OSError:
-            continue  # being created, or not a host's
-        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live host
+        for state in folder.glob("*/state"):
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live host
-            for state in folder.glob("*/state"):
-                with contextlib.suppress(StateDirBusy, OSError):
-                    claim, _ = claim_state_dir(state)
-                    claim.release()
-            shutil.rmtree(folder, ignore_errors=True)
-            swept += 1
-            log.warning("removed %s, left by a fleet node that died without stopping", folder)
-        finally:
-            os.close(fd)
-    return swept
+                claim, _ = claim_state_dir(state)
+            except StateDirBusy:
+                return False
+            except OSError:
+                continue
+            claim.release()
+        shutil.rmtree(folder, ignore_errors=True)
+        log.warning("removed %s, left by a fleet node that died without stopping", folder)
+        return True
+    finally:
+        os.close(fd)
 
 
 class NodeHost:
@@ -149,10 +169,12 @@ class NodeHost:
         root = host_root()
         sweep_stale_hosts(root)
         self.tag = tag
+        self._janitor_fd = -1
+        self._client: Any = None
         self.folder, self._owner_fd = _claim(root, tag)
+        extra = list(options.pop("extra_args", ()))
+        self.auth = False
         try:
-            extra = list(options.pop("extra_args", ()))
-            self.auth = False
             if token:
                 if token_file_supported():
                     token_path = self.folder / "token"
@@ -170,15 +192,22 @@ class NodeHost:
                 host=host, port=port, workdir_root=self.folder, extra_args=tuple(extra), **options
             )
             self.node.start()
+            # Ray SIGKILLs an exiting actor's children: a detached janitor cleans up then.
+            self._janitor_fd = spawn_janitor(self.folder, self.node.pid or 0)
         except BaseException:
+            if hasattr(self, "node"):
+                with contextlib.suppress(Exception):
+                    self.node.stop()
             self._release()
             raise
-        self._client: Any = None
 
     def info(self) -> dict[str, Any]:
         """Where the node listens and who runs it (called once it started)."""
+        import ray
+
         return {
             "tag": self.tag,
+            "ray_node_id": ray.get_runtime_context().get_node_id(),
             "address": self.node.base_url,
             "pid": self.node.pid or 0,
             "host_pid": os.getpid(),
@@ -201,14 +230,22 @@ class NodeHost:
         return dict(result.raw)
 
     def stop(self) -> int | None:
-        """Drain and stop the node, remove its files; the node's exit status."""
+        """Drain and stop the node, remove its files; the node's exit status.
+
+        Also clears what hosts that died on this machine left (e.g. a lost node's).
+        """
         try:
             return self.node.stop()
         finally:
             self._release()
+            with contextlib.suppress(OSError):
+                sweep_stale_hosts(self.folder.parent)
 
     def _release(self) -> None:
         fd, self._owner_fd = self._owner_fd, -1
         shutil.rmtree(self.folder, ignore_errors=True)
         if fd >= 0:
             os.close(fd)
+        janitor, self._janitor_fd = self._janitor_fd, -1
+        if janitor >= 0:
+            os.close(janitor)  # the folder is gone: the janitor just exits

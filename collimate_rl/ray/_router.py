@@ -73,6 +73,7 @@ class Router:
         self.directory = directory
         self._lock = threading.Lock()
         self._inflight: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()  # calls sent, by node tag
         self._placed: dict[str, tuple[int, int]] = {}  # tag -> (load stamp, sessions placed)
         self._turn = itertools.count()
 
@@ -148,6 +149,7 @@ class Router:
         """A call to ``node`` is about to be sent (``kind``: what it places, if anything)."""
         with self._lock:
             self._inflight[node.tag] += 1
+            self.calls[node.tag] += 1
             if kind == "session":
                 stamp, placed = self._placed.get(node.tag, (node.load.stamp, 0))
                 placed = placed if stamp == node.load.stamp else 0
