@@ -37,6 +37,7 @@ from collimate_rl.errors import (
     CollimateCapacityError,
     CollimateDrainingError,
     CollimateError,
+    CollimateUsageError,
 )
 from collimate_rl.ray._directory import Directory, FleetNode
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
@@ -182,6 +183,13 @@ class _FleetClientBase:
         A good ``concurrency`` for ``grade_batch`` and the vector env over this fleet.
         """
         return sum(n.load.max_inflight for n in self.directory.placeable())
+
+    def __reduce__(self) -> Any:
+        raise CollimateUsageError(
+            f"a {type(self).__name__} cannot be sent to another process (its fleet lives in "
+            "this one): create the RayFleet in the process that uses it, e.g. inside your "
+            "rollout actor"
+        )
 
     def calls_by_node(self) -> dict[str, int]:
         """How many calls this client sent to each node (by tag): shows how work spread."""
