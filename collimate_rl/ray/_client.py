@@ -76,7 +76,7 @@ _LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepal
 _REFUSED = (CollimateDrainingError, CollimateCapacityError)
 
 
-class _BearerTransport(httpx.HTTPTransport):
+class BearerTransport(httpx.HTTPTransport):
     """A plain HTTP transport that sends the fleet's token with every request."""
 
     def __init__(self, token: str) -> None:
@@ -88,8 +88,8 @@ class _BearerTransport(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
-class _AsyncBearerTransport(httpx.AsyncHTTPTransport):
-    """The async twin of :class:`_BearerTransport`."""
+class AsyncBearerTransport(httpx.AsyncHTTPTransport):
+    """The async twin of :class:`BearerTransport`."""
 
     def __init__(self, token: str) -> None:
         super().__init__(limits=_LIMITS, trust_env=False, verify=False)
@@ -224,7 +224,7 @@ class FleetClient(_FleetClientBase):
         with self._lock:
             client = self._clients.get(node.tag)
             if client is None:
-                transport = _BearerTransport(self._token) if self._token else None
+                transport = BearerTransport(self._token) if self._token else None
                 client = CollimateClient(
                     node.address,
                     transport=transport,
@@ -463,7 +463,7 @@ class AsyncFleetClient(_FleetClientBase):
         with self._lock:
             client = self._clients.get(node.tag)
             if client is None:
-                transport = _AsyncBearerTransport(self._token) if self._token else None
+                transport = AsyncBearerTransport(self._token) if self._token else None
                 client = AsyncCollimateClient(
                     node.address,
                     transport=transport,

@@ -44,12 +44,13 @@ from typing import Any, Literal
 import httpx
 
 from collimate_rl.errors import CollimateUsageError
-from collimate_rl.ray._client import AsyncFleetClient, FleetClient
+from collimate_rl.ray._client import AsyncFleetClient, BearerTransport, FleetClient
 from collimate_rl.ray._directory import Directory, FleetNode, NodeLoad, NodeState
 from collimate_rl.ray._errors import NoHealthyNodeError
 from collimate_rl.ray._host import NODE_OPTIONS, NodeHost
 from collimate_rl.ray._ids import new_tag, split_id
 from collimate_rl.ray._router import no_healthy_node, unknown_node
+from collimate_rl.wire import CollimateClient
 
 __all__ = ["RayFleet"]
 
@@ -224,6 +225,25 @@ class RayFleet:
         if node is None:
             raise unknown_node(session_id, tag)
         return node
+
+    def direct_client(self, tag: str, **kwargs: Any) -> CollimateClient:
+        """A plain daemon client of node ``tag`` alone (node-local ids; the caller closes it).
+
+        For tools and benchmarks: the fleet client is what work should use.
+        """
+        node = self._directory.get(tag)
+        if node is None or not node.address:
+            raise CollimateUsageError(f"node {tag!r} is not a started node of this fleet")
+        transport = BearerTransport(self._token) if self._token else None
+        return CollimateClient(node.address, transport=transport, **kwargs)
+
+    def host_actor(self, tag: str) -> Any:
+        """The Ray actor that runs node ``tag`` (its ``call`` method is the Ray-transport
+        path the benchmark compares with HTTP)."""
+        member = self._members.get(tag)
+        if member is None:
+            raise CollimateUsageError(f"node {tag!r} is not part of this fleet")
+        return member.actor
 
     def capacity(self) -> int:
         """Execs the healthy nodes run at once: a good ``concurrency`` for grading."""

@@ -27,6 +27,8 @@ from faults._proc import RunSnapshot, process_tree, processes_with
 
 import collimate_envs  # noqa: F401  (registers the env ids)
 from collimate_envs import info as keys
+from collimate_rl.bench.cluster import ClusterPlan, measure_fleet
+from collimate_rl.bench.cluster import sections_of as cluster_sections_from
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.node.runtime._recovery import RECORD_NAME
 from collimate_rl.ray import FleetNode, NodeLostError, NodeState, NoHealthyNodeError, RayFleet
@@ -173,6 +175,18 @@ def test_a_vector_env_over_the_fleet_grades_correctly(fleet: RayFleet) -> None:
     finally:
         envs.close()
     assert client.list_sessions() == []
+
+
+def test_the_bench_measures_routing_on_the_fleet(fleet: RayFleet) -> None:
+    plan = ClusterPlan(sizes=(2,), samples=5, seconds=0.3)
+    sample = measure_fleet(fleet, plan, progress=lambda _: None)
+    assert sample.nodes == len(_live(fleet)) == 2
+    assert sample.direct.p50 > 0 and sample.routed.p50 > 0 and sample.ray_actor.p50 > 0
+    assert 0 < sample.routing_us < 1000 and sample.routed_cpu_ms > 0
+    assert set(sample.spread) == {n.tag for n in _live(fleet)}  # exec_once spread over both
+    rows = cluster_sections_from([sample])
+    assert rows[0].data[0]["nodes"] == 2 and rows[1].data[0]["limit"] in ("nodes", "driver")
+    assert fleet.client().list_sessions() == []
 
 
 # -- nodes come and go ------------------------------------------------------------------------
