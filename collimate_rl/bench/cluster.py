@@ -9,7 +9,7 @@ At each size, side by side and interleaved:
   Ray actor (``ray.get(actor.call.remote(...))``: Ray's transport to the actor, then
   the actor's HTTP to its node);
 * the driver's CPU per routed exec, which caps what one driver process can push;
-* closed-loop one-shot execs through the fleet client with two clients per node, and
+* closed-loop one-shot execs through the fleet client with four clients per node, and
   how they spread over the nodes.
 
 Every simulated node shares this machine's cores, so the throughput does not grow with
@@ -62,7 +62,7 @@ class ClusterPlan:
     sizes: tuple[int, ...]
     samples: int
     seconds: float
-    clients_per_node: int = 2
+    clients_per_node: int = 4
 
 
 QUICK_CLUSTER = ClusterPlan(sizes=(1, 2, 3), samples=30, seconds=1.0)

@@ -174,7 +174,7 @@ class RayFleet:
         if not ray.is_initialized():
             raise CollimateUsageError(
                 "RayFleet needs Ray running in this process: call ray.init() (a local Ray) "
-                "or ray.init(address='auto' or 'ray://<head>:10001') first"
+                "or ray.init(address='auto') (this machine's cluster) first"
             )
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         self._probe = httpx.Client(timeout=_PROBE_TIMEOUT, trust_env=False, headers=headers)
@@ -437,15 +437,20 @@ class RayFleet:
     def _lose(self, member: _Member, reason: str) -> None:
         entry = self._directory.update(member.tag, state=NodeState.LOST, error=reason)
         log.warning("fleet node %s lost: %s", member.tag, entry.error)
+        self._back_off(member)  # if its Ray node lives on, the next node there waits a bit
         self._kill(member)
 
     def _fail(self, member: _Member, reason: str) -> None:
         self._directory.update(member.tag, state=NodeState.FAILED, error=reason)
         log.warning("fleet node %s failed to start: %s", member.tag, reason)
+        self._back_off(member)
+        self._kill(member)
+
+    def _back_off(self, member: _Member) -> None:
+        """Double the wait before the next node on this Ray node (a node that keeps dying)."""
         _, wait = self._backoff.get(member.ray_node_id, (0.0, RESTART_BACKOFF_SECONDS / 2))
         wait = min(wait * 2, 300.0)
         self._backoff[member.ray_node_id] = (time.monotonic() + wait, wait)
-        self._kill(member)
 
     def _kill(self, member: _Member) -> None:
         with contextlib.suppress(Exception):
