@@ -376,7 +376,6 @@ class RayFleet:
             self._fail(member, f"its actor ran on Ray node {info.get('ray_node_id')}, not its own")
             return
         self._directory.update(member.tag, address=info["address"], pid=int(info["pid"]))
-        self._backoff.pop(member.ray_node_id, None)
         bakes = self._directory.bakes()
         if not bakes:
             self._join(member)
@@ -386,10 +385,8 @@ class RayFleet:
         self._joins.submit(self._replay_bakes, member, bakes)
 
     def _replay_bakes(self, member: _Member, bakes: list[dict[str, Any]]) -> None:
-        entry = self._directory.get(member.tag)
         try:
-            assert entry is not None
-            with FleetClient(Directory.fixed([entry]), token=self._token) as one:
+            with self.direct_client(member.tag) as one:
                 for spec in bakes:
                     one.bake_template(**spec)
         except Exception as exc:
@@ -407,6 +404,7 @@ class RayFleet:
         self._probe_member(member, entry, draining=False, joining=True)
         joined = self._directory.get(member.tag)
         if joined is not None and joined.state.serves_sessions:
+            self._backoff.pop(member.ray_node_id, None)
             log.info("fleet node %s joined at %s", member.tag, joined.address)
 
     def _probe_member(

@@ -196,6 +196,8 @@ def test_a_node_added_to_the_cluster_joins_and_takes_sessions(
     cluster: Cluster, fleet: RayFleet, snapshots: dict[str, RunSnapshot]
 ) -> None:
     client = fleet.client()
+    baked = client.bake_template("fleet-baked", ["echo from-the-bake > /sandbox/marker.txt"])
+    assert baked["nodes"] == sorted(n.tag for n in _live(fleet))
     kept = [str(client.create_session("python3")["session_id"]) for _ in range(4)]  # 2 a node
     added = cluster.add_node(num_cpus=1)
     joined = fleet.wait_for(3, timeout=120)  # the monitor notices by itself
@@ -206,6 +208,11 @@ def test_a_node_added_to_the_cluster_joins_and_takes_sessions(
         # The empty node takes new sessions until it has as many as the others.
         assert [fleet.node_of(s).tag for s in fresh].count(new.tag) >= 2
         assert new.tag in client.spread_targets()
+        # It baked what the fleet baked before it joined.
+        assert "fleet-baked" in client.templates()
+        on_new = str(client.create_session("fleet-baked", node=new.tag)["session_id"])
+        fresh.append(on_new)
+        assert client.session_exec(on_new, command="cat marker.txt").stdout == "from-the-bake\n"
     finally:
         for sid in kept + fresh:
             client.delete_session(sid)
