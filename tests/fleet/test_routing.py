@@ -339,3 +339,14 @@ def test_unknown_and_foreign_ids_are_clear_errors(fleet_client: FleetClient) -> 
         fleet_client.node_of("n0000abcd.ses_123")
     with pytest.raises(CollimateUsageError, match="not part of this fleet"):
         fleet_client.create_session("python3", node="n0000abcd")
+
+
+def test_the_vector_env_grades_as_many_at_once_as_the_fleet_runs() -> None:
+    class Wide:
+        def capacity(self) -> int:
+            return 40
+
+    assert GroupVectorEnv(num_envs=64, group_size=2, client=Wide()).concurrency == 40
+    assert GroupVectorEnv(num_envs=64, group_size=2, client=object()).concurrency == 16
+    assert GroupVectorEnv(num_envs=8, group_size=2, client=Wide()).concurrency == 8
+    assert GroupVectorEnv(num_envs=64, group_size=2, client=Wide(), concurrency=3).concurrency == 3
