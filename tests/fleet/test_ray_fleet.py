@@ -242,7 +242,7 @@ def test_removing_a_node_mid_step_flags_its_members_and_the_next_reset_works(
             "import os, time\n"
             "if not os.path.exists('/tmp/.slept'):\n"
             "    open('/tmp/.slept', 'w').close()\n"
-            "    time.sleep(4)\n"
+            "    time.sleep(6)\n"
         )
         actions = [_fenced(slow + env._group_tasks[i // 2].reference_solution) for i in range(6)]
 
@@ -262,7 +262,9 @@ def test_removing_a_node_mid_step_flags_its_members_and_the_next_reset_works(
         assert (rewards[lost] == 0.0).all() and (rewards[~lost] == 1.0).all()
         assert np.isnan(infos[keys.ADVANTAGE][lost]).all()
         gone = fleet.node_of(env._groups[lost_group].members[0])
-        assert gone.state is NodeState.LOST and "Ray node died" in gone.error
+        assert gone.state is NodeState.LOST
+        reasons = ("its Ray node died", "its node is shutting down", "did not answer")
+        assert any(reason in gone.error for reason in reasons), gone.error
         with pytest.raises(NodeLostError):
             client.session_exec(env._groups[lost_group].members[0], code="pass")
 
