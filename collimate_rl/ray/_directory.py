@@ -103,6 +103,7 @@ class FleetNode:
         error: why it failed or was lost (empty otherwise).
         templates: the templates it serves.
         pid: the LocalNode's process id on its machine (0 until it started).
+        auth: the node requires the fleet's bearer token.
     """
 
     tag: str
@@ -113,6 +114,7 @@ class FleetNode:
     error: str = ""
     templates: tuple[str, ...] = ()
     pid: int = 0
+    auth: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Plain data (for logs and ``collimate`` tools).

@@ -158,6 +158,8 @@ class RayFleet:
         self._joins: ThreadPoolExecutor | None = None
         self._clients: weakref.WeakSet[Any] = weakref.WeakSet()
         self._started = False
+        self._closed = False
+        self._warned_open = False
 
     # -- public surface ------------------------------------------------------------
 
@@ -170,6 +172,8 @@ class RayFleet:
         """
         if self._started:
             return self
+        if self._closed:
+            raise CollimateUsageError("this RayFleet was closed; make a new one")
         ray = _ray()
         if not ray.is_initialized():
             raise CollimateUsageError(
@@ -273,6 +277,7 @@ class RayFleet:
         if not self._started:
             return
         self._started = False
+        self._closed = True
         atexit.unregister(self.close)
         self._stopping.set()
         self._wake.set()
@@ -375,7 +380,14 @@ class RayFleet:
         if info.get("ray_node_id") != member.ray_node_id:  # affinity is hard; never trust blindly
             self._fail(member, f"its actor ran on Ray node {info.get('ray_node_id')}, not its own")
             return
-        self._directory.update(member.tag, address=info["address"], pid=int(info["pid"]))
+        auth = bool(info.get("auth"))
+        self._directory.update(member.tag, address=info["address"], pid=int(info["pid"]), auth=auth)
+        if self._token and not auth and not self._warned_open:
+            self._warned_open = True
+            log.warning(
+                "fleet nodes listen on their machines' addresses without a token (this "
+                "collimate-rl's `collimate serve` has no --token-file): keep the port private"
+            )
         bakes = self._directory.bakes()
         if not bakes:
             self._join(member)

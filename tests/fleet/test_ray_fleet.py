@@ -32,7 +32,7 @@ from collimate_rl.bench.cluster import sections_of as cluster_sections_from
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.node.runtime._recovery import RECORD_NAME
 from collimate_rl.ray import FleetNode, NodeLostError, NodeState, NoHealthyNodeError, RayFleet
-from collimate_rl.ray._host import host_root
+from collimate_rl.ray._host import host_root, token_file_supported
 
 ray = pytest.importorskip("ray", reason="Ray is part of the `test` extra")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -133,6 +133,7 @@ def test_every_ray_node_gets_its_own_pinned_node(
         assert node.state is NodeState.HEALTHY and node.load.max_inflight > 0
         assert node.address.startswith(f"http://{alive[node.ray_node_id]['NodeManagerAddress']}:")
         assert "python3" in node.templates
+        assert node.auth is token_file_supported()  # a token whenever `serve` takes one
         snapshots[node.tag] = _snapshot(node)
     assert len({n.address for n in nodes}) == len({n.pid for n in nodes}) == len(nodes)
     assert len({_workdir(n) for n in nodes}) == len(nodes)
@@ -346,4 +347,6 @@ def test_close_leaves_no_process_session_folder_or_mount(
         assert processes_with(str(_folder(node))) == []
     with pytest.raises(CollimateUsageError, match="closed"):
         client.session_exec(sid, code="pass")
+    with pytest.raises(CollimateUsageError, match="closed"):
+        fleet.start()
     assert os.path.isdir(host_root())
