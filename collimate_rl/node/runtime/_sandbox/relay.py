@@ -39,6 +39,18 @@ HIGH_WATER = 1 << 20
 Dial = Callable[[Any], "tuple[socket.socket, int]"]
 
 
+def loopback_up() -> None:
+    """Bring ``lo`` up (a fresh network namespace has it down); needs CAP_NET_ADMIN."""
+    import fcntl
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sh14x", b"lo", 0)
+        flags = struct.unpack("16sh14x", fcntl.ioctl(s.fileno(), siocgifflags, req))[1]
+        fcntl.ioctl(s.fileno(), siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))
+
+
 class _Side:
     """One socket of a relayed connection and the bytes waiting to be written to it."""
 

@@ -70,18 +70,6 @@ def bind_listeners(sock_dir: str, key: str, ports: list[int]) -> dict[int, socke
     return out
 
 
-def loopback_up() -> None:
-    """Bring ``lo`` up (a fresh network namespace has it down); needs CAP_NET_ADMIN."""
-    import fcntl
-    import struct
-
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        req = struct.pack("16sh14x", b"lo", 0)
-        flags = struct.unpack("16sh14x", fcntl.ioctl(s.fileno(), siocgifflags, req))[1]
-        fcntl.ioctl(s.fileno(), siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))
-
-
 def _dial_port(port: int) -> tuple[socket.socket, int]:
     """Start connecting to the service's ``127.0.0.1:<port>`` (inside the session)."""
     inner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
