@@ -133,8 +133,8 @@ async def create_session(req: CreateSessionRequest, node: NodeDep) -> JSONRespon
     tags=["sessions"],
 )
 async def get_session(session_id: str, node: NodeDep) -> JSONResponse:
-    """One session's info."""
-    return JSONResponse(node.sessions.get(session_id).info())
+    """One session's info (a networked session's egress policy and counters too)."""
+    return JSONResponse(node.sessions.get(session_id).info(detail=True))
 
 
 @router.delete(
