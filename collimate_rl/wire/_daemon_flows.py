@@ -178,9 +178,9 @@ def bake_template(
     path_id(template_id, "template_id")
     if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
         raise CollimateUsageError("setup must be a list of shell commands")
-    if not setup and not ready and not network:
+    if not setup and not ready and not network and egress is None:
         raise CollimateUsageError(
-            "setup must list at least one command (or give ready, or network=True)"
+            "setup must list at least one command (or give ready, network=True or egress)"
         )
     body: dict[str, Any] = {
         "template_id": template_id,
