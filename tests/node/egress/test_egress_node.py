@@ -427,35 +427,27 @@ def test_sandbox_and_the_cli_take_egress(
     fetch = f"import urllib.request; print(urllib.request.urlopen({url!r}).read().decode())"
     with Sandbox("python3-net", client=client, egress={"allow": ["origin.test"]}) as box:
         assert box.exec(fetch).stdout.startswith("hello /")
-    code = cli_main(
-        [
-            "exec",
-            "--url",
-            node.base_url,
-            "--template",
-            "python3-net",
-            "--egress",
-            "deny:origin.test",
-            "--code",
-            fetch,
-        ]
+        assert client.get_session(box.session_id).egress["policy"]["mode"] == "allowlist"
+
+    def cli(*argv: str) -> tuple[int, str]:
+        code = cli_main([*argv, "--url", node.base_url])
+        return code, capsys.readouterr().out
+
+    code, out = cli(
+        "exec", "--template", "python3-net", "--egress", "deny:origin.test", "--code", fetch
     )
-    out = capsys.readouterr()
-    assert code != 0 and "403" in out.out
-    code = cli_main(
-        [
-            "exec",
-            "--url",
-            node.base_url,
-            "--template",
-            "python3-net",
-            "--egress",
-            "allow:origin.test",
-            "--code",
-            fetch,
-        ]
+    assert code != 0 and "403" in out
+    code, out = cli(
+        "exec", "--template", "python3-net", "--egress", "allow:origin.test", "--code", fetch
     )
-    assert code == 0 and capsys.readouterr().out.startswith("hello /")
+    assert code == 0 and out.startswith("hello /")
+    # a networked bake from the CLI: no setup needed, a default policy that a call overrides
+    assert cli("bake", "cli-net", "--network", "--egress", '{"deny": ["origin.test"]}')[0] == 0
+    code, out = cli("exec", "--template", "cli-net", "--code", fetch)
+    assert code != 0 and "403" in out
+    code, out = cli("exec", "--template", "cli-net", "--egress", "open", "--code", fetch)
+    assert code == 0 and out.startswith("hello /")
+    assert cli("exec", "--template", "python3-net", "--egress", "allow", "--code", "1")[0] == 2
 
 
 def test_the_session_cannot_reach_the_socket_folder_or_move_its_gate(
@@ -493,6 +485,31 @@ def test_gates_go_with_their_sessions(node: LocalNode, client: Any) -> None:
     assert len(_gate_sockets(node)) == 1
     client.delete_session(sid)
     assert _gate_sockets(node) == []
+
+
+def test_the_none_driver_offers_no_network_and_refuses_policies(tmp_path: Path) -> None:
+    import asyncio
+
+    from collimate_rl.node.core import Node
+    from collimate_rl.node.egress import EgressPolicy
+    from collimate_rl.node.errors import NodeError
+    from collimate_rl.node.runtime import create_runtime
+
+    async def check() -> None:
+        node = Node(create_runtime("none", state_dir=tmp_path / "state"))
+        with pytest.warns(RuntimeWarning):
+            await node.start()
+        try:
+            assert "python3-net" not in node.runtime.templates()
+            with pytest.raises(NodeError) as info:
+                node.egress_for("python3", EgressPolicy(mode="open"))
+            assert "template is vsock-only" in info.value.message
+            assert "isolation=none" in info.value.message
+            assert node.egress_for("python3", EgressPolicy(mode="none")) is None
+        finally:
+            await node.close()
+
+    asyncio.run(check())
 
 
 def test_the_health_endpoint_lists_the_twins(node: LocalNode) -> None:
