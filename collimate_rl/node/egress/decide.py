@@ -65,7 +65,9 @@ class Target:
             address = unmapped(address)
             return cls(str(address), port, address)
         name = normalize_host(host)
-        if not name or any(c.isspace() or c in "/@[]" for c in name):
+        if not name or not name.isascii() or not name.isprintable() or len(name) > 253:
+            raise ValueError(f"{host!r} is not a host name")
+        if any(c.isspace() or c in "/@[]\\%" for c in name):
             raise ValueError(f"{host!r} is not a host name")
         return cls(name, port, None)
 

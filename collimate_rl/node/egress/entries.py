@@ -32,6 +32,7 @@ __all__ = [
     "Entry",
     "IPAddress",
     "IPNetwork",
+    "in_network",
     "normalize_host",
     "parse_address",
     "parse_entry",
@@ -84,8 +85,7 @@ class Entry:
         """Whether ``address:port`` falls under this entry (only ``net`` entries name addresses)."""
         if self.network is None or not self._port_ok(port):
             return False
-        address = unmapped(address)
-        return address.version == self.network.version and address in self.network
+        return in_network(address, self.network)
 
 
 def unmapped(address: IPAddress) -> IPAddress:
@@ -97,6 +97,20 @@ def unmapped(address: IPAddress) -> IPAddress:
     if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
+
+
+def in_network(address: IPAddress, network: IPNetwork) -> bool:
+    """``address in network``, an IPv4 address and its IPv4-mapped IPv6 form alike.
+
+    >>> in_network(ip_address("10.1.2.3"), ip_network("::ffff:10.0.0.0/104"))
+    True
+    """
+    address = unmapped(address)
+    if address.version != network.version:
+        if address.version != 4:
+            return False
+        address = IPv6Address(f"::ffff:{address}")
+    return address in network
 
 
 def parse_address(text: str) -> IPAddress | None:

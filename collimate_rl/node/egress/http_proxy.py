@@ -113,16 +113,15 @@ def reply(writer: asyncio.StreamWriter, status: int, reason: str, message: str) 
 
 
 def _forwarded_head(request: HttpRequest, path: str, authority: str) -> bytes:
-    lines = [f"{request.method} {path} HTTP/1.1"]
-    has_host = False
+    # The Host header is the checked URL's authority, whatever the client sent
+    # (RFC 9112 section 3.2.2): a server hosting several names must not be asked
+    # for one the policy never saw.
+    lines = [f"{request.method} {path} HTTP/1.1", f"Host: {authority}"]
     for name, value in request.headers:
         low = name.lower()
-        if low in _HOP_BY_HOP:
+        if low in _HOP_BY_HOP or low == "host":
             continue
-        has_host = has_host or low == "host"
         lines.append(f"{name}: {value}")
-    if not has_host:
-        lines.append(f"Host: {authority}")
     lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 

@@ -31,6 +31,7 @@ from typing import Final
 from collimate_rl.node.egress.entries import (
     IPAddress,
     IPNetwork,
+    in_network,
     normalize_host,
     parse_address,
     unmapped,
@@ -133,6 +134,6 @@ class EgressSettings:
         address = unmapped(address)
         if address.is_multicast:
             return False
-        if any(address.version == net.version and address in net for net in self.internet):
+        if any(in_network(address, net) for net in self.internet):
             return True
         return address.is_global

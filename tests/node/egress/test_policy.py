@@ -250,6 +250,15 @@ def test_none_refuses_everything() -> None:
 
 
 def test_targets_reject_nonsense() -> None:
-    for host, port in (("", 80), ("a b", 80), ("x.org", 0), ("x.org", 70000), ("u@x.org", 80)):
+    for host, port in (
+        ("", 80),
+        ("a b", 80),
+        ("x.org", 0),
+        ("x.org", 70000),
+        ("u@x.org", 80),
+        ("bücher.de", 80),
+        ("a\x00b", 80),
+        ("x" * 254, 80),
+    ):
         with pytest.raises(ValueError):
             Target.parse(host, port)
