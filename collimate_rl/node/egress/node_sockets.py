@@ -3,11 +3,17 @@
 A session must never reach the node's API (nor a service bridge the node
 listens on for another session), whatever its policy names. The check looks
 at the truth rather than at configuration: the TCP sockets this process holds
-in the ``LISTEN`` state (``/proc/self/fd`` and ``/proc/net/tcp{,6}``), so it
-covers a node served on any address, a node started inside a test process,
-and bridges opened after start-up. A socket bound to ``0.0.0.0``/``::``
-listens on every local address; whether a destination is local is asked of
-the kernel (binding to it succeeds only for the host's own addresses).
+in the ``LISTEN`` state, found through ``/proc/self/fd``. So it covers a node
+served on any address, a node started inside a test process, and bridges
+opened after start-up. A socket bound to ``0.0.0.0``/``::`` listens on every
+local address; whether a destination is local is asked of the kernel
+(binding to it succeeds only for the host's own addresses), and only a local
+destination is looked up at all.
+
+Each socket descriptor is inspected once (through a duplicate: ``SO_ACCEPTCONN``
+and its address); a listening or connected socket never changes its role, so
+the answer is kept per socket inode until the descriptor goes away. Reading
+``/proc/net/tcp`` instead costs ~15 ms per check on a busy host.
 
 >>> import socket
 >>> from ipaddress import ip_address
@@ -22,14 +28,17 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import struct
-from ipaddress import IPv4Address, IPv6Address
+import threading
+from typing import Final
 
-from collimate_rl.node.egress.entries import IPAddress, unmapped
+from collimate_rl.node.egress.entries import IPAddress, parse_address, unmapped
 
 __all__ = ["is_local_address", "listening_here", "own_listeners"]
 
-_LISTEN = "0A"
+#: What a socket descriptor turned out to be: ``(address, port)`` when it listens
+#: on TCP, ``None`` when it never will (connected, or not an IP stream socket).
+_Role = tuple[IPAddress, int] | None
+_IP_FAMILIES: Final = (socket.AF_INET, socket.AF_INET6)
 
 
 def is_local_address(address: IPAddress) -> bool:
@@ -44,42 +53,63 @@ def is_local_address(address: IPAddress) -> bool:
     return True
 
 
-def _own_socket_inodes() -> set[int]:
-    inodes: set[int] = set()
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/self/fd/{name}")
-                if target.startswith("socket:["):
-                    inodes.add(int(target[8:-1]))
-    return inodes
+def _inspect(fd: int) -> tuple[_Role, bool]:
+    """``(role, final)`` of descriptor ``fd``; ``final`` if the role cannot change any more."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:  # gone meanwhile, or not a socket
+        return None, False
+    with sock:
+        if sock.family not in _IP_FAMILIES or sock.type != socket.SOCK_STREAM:
+            return None, True
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            host, port = sock.getsockname()[:2]
+            address = parse_address(str(host).split("%", 1)[0])
+            return ((unmapped(address), int(port)) if address is not None else None), True
+        try:
+            sock.getpeername()
+        except OSError:  # bound or fresh: it may still listen later
+            return None, False
+        return None, True
 
 
-def _decode(hex_address: str) -> IPAddress:
-    raw = bytes.fromhex(hex_address)
-    # /proc/net/tcp{,6} prints each 32-bit word in host byte order
-    words = struct.unpack(f"={len(raw) // 4}I", raw)
-    packed = b"".join(struct.pack(">I", word) for word in words)
-    return IPv4Address(packed) if len(packed) == 4 else unmapped(IPv6Address(packed))
+class _Listeners:
+    """This process's listening TCP sockets, inspected once per socket inode."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, _Role] = {}
+        self._lock = threading.Lock()
+
+    def scan(self) -> list[tuple[IPAddress, int]]:
+        seen: dict[int, int] = {}
+        with contextlib.suppress(OSError):
+            for name in os.listdir("/proc/self/fd"):
+                with contextlib.suppress(OSError, ValueError):
+                    target = os.readlink(f"/proc/self/fd/{name}")
+                    if target.startswith("socket:["):
+                        seen[int(target[8:-1])] = int(name)
+        with self._lock:
+            for gone in self._known.keys() - seen.keys():
+                del self._known[gone]
+            found: list[tuple[IPAddress, int]] = []
+            for inode, fd in seen.items():
+                if inode in self._known:
+                    role = self._known[inode]
+                else:
+                    role, final = _inspect(fd)
+                    if final:
+                        self._known[inode] = role
+                if role is not None:
+                    found.append(role)
+            return found
+
+
+_LISTENERS = _Listeners()
 
 
 def own_listeners() -> list[tuple[IPAddress, int]]:
     """``(address, port)`` of every TCP socket this process has listening."""
-    inodes = _own_socket_inodes()
-    found: list[tuple[IPAddress, int]] = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as fh:
-                lines = fh.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) < 10 or cols[3] != _LISTEN or int(cols[9]) not in inodes:
-                continue
-            host, _, port = cols[1].partition(":")
-            found.append((_decode(host), int(port, 16)))
-    return found
+    return _LISTENERS.scan()
 
 
 def listening_here(address: IPAddress, port: int) -> bool:
