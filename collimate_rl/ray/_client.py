@@ -113,6 +113,7 @@ def _bake_spec(
     network: bool,
     timeout: float | None,
     ready: Mapping[str, Any] | None,
+    egress: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """``bake_template``'s keyword arguments, as the fleet records them for joining nodes."""
     return {
@@ -122,6 +123,7 @@ def _bake_spec(
         "network": network,
         "timeout": timeout,
         "ready": dict(ready) if ready else None,
+        "egress": dict(egress) if egress is not None else None,
     }
 
 
@@ -316,9 +318,10 @@ class FleetClient(_FleetClientBase):
         network: bool = False,
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
+        egress: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Bake a template on every healthy node; nodes that join later bake it too."""
-        spec = _bake_spec(template_id, setup, base, network, timeout, ready)
+        spec = _bake_spec(template_id, setup, base, network, timeout, ready, egress)
         nodes = self.directory.placeable()
         if not nodes:
             raise no_healthy_node(self.directory.nodes())
@@ -562,9 +565,10 @@ class AsyncFleetClient(_FleetClientBase):
         network: bool = False,
         timeout: float | None = 900.0,  # noqa: ASYNC109 - the bake's own limit, as the daemon client's
         ready: Mapping[str, Any] | None = None,
+        egress: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """See :meth:`FleetClient.bake_template`."""
-        spec = _bake_spec(template_id, setup, base, network, timeout, ready)
+        spec = _bake_spec(template_id, setup, base, network, timeout, ready, egress)
         nodes = self.directory.placeable()
         if not nodes:
             raise no_healthy_node(self.directory.nodes())
