@@ -215,7 +215,8 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
         sections += cluster.cluster_sections(plan.cluster, progress)
     report.machine["load_1min_at_end"] = load_average()
     progress("done")
-    report.sections = [targets_section(sections), *sections]
+    targets = targets_section(sections)
+    report.sections = [targets, *sections] if targets.rows else sections  # none for --only cluster
     return report
 
 
