@@ -61,6 +61,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from collimate_rl import __version__
 from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.disconnect import ClientGone, on_client_gone, until_client_leaves
 from collimate_rl.node.errors import (
     CatchAllMiddleware,
     error_response,
@@ -160,9 +161,15 @@ async def delete_session(session_id: str, node: NodeDep) -> JSONResponse:
     responses=_errors(400, 404, 410, 500, 503),
     tags=["exec"],
 )
-async def exec_in_session(session_id: str, req: ExecRequest, node: NodeDep) -> JSONResponse:
-    """Run a command, argv list or code in a session (files written first)."""
-    return JSONResponse(await node.exec_in_session(session_id, req))
+async def exec_in_session(
+    session_id: str, req: ExecRequest, node: NodeDep, request: Request
+) -> JSONResponse:
+    """Run a command, argv list or code in a session (files written first).
+
+    A client that disconnects first cancels it (see :mod:`collimate_rl.node.disconnect`).
+    """
+    work = node.exec_in_session(session_id, req)
+    return JSONResponse(await until_client_leaves(request.receive, work))
 
 
 @router.post(
@@ -199,9 +206,9 @@ async def fork_session(
     tags=["exec"],
 )
 @router.post("/exec", response_model=ExecResponse, include_in_schema=False)
-async def exec_once(req: OneShotExecRequest, node: NodeDep) -> JSONResponse:
-    """One-shot exec: create a session, run, and always delete it."""
-    return JSONResponse(await node.exec_once(req))
+async def exec_once(req: OneShotExecRequest, node: NodeDep, request: Request) -> JSONResponse:
+    """One-shot exec: create a session, run, and always delete it (also when the client leaves)."""
+    return JSONResponse(await until_client_leaves(request.receive, node.exec_once(req)))
 
 
 class BodyLimitMiddleware:
@@ -308,6 +315,7 @@ def create_app(
     )
     app.state.node = node
     install_error_handlers(app)
+    app.add_exception_handler(ClientGone, on_client_gone)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
