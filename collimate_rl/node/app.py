@@ -19,6 +19,9 @@ POST     /v1/templates                 201    400, 404 no_template, 409 template
 Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
 ``payload_too_large``, 500 ``internal_error`` (a short message, never a
 traceback). Request bodies are read as JSON whatever their ``Content-Type``.
+With a token (``serve --token-file``), 401 ``unauthorized`` for any request
+without ``Authorization: Bearer <token>``, before anything else. An exec whose
+client disconnects is cancelled: its processes are killed, its slot is freed.
 
 The fork extension (not in the daemon contract): ``POST /v1/sessions/{id}/fork``
 with ``{"count": 1..256}`` (default 1) copy-on-write forks an idle session and
@@ -60,6 +63,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from collimate_rl import __version__
+from collimate_rl.node.auth import BearerTokenMiddleware
 from collimate_rl.node.core import Node, NodeConfig
 from collimate_rl.node.disconnect import ClientGone, on_client_gone, until_client_leaves
 from collimate_rl.node.errors import (
@@ -278,7 +282,11 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def create_app(
-    runtime: Runtime, config: NodeConfig | None = None, *, manage_lifecycle: bool = True
+    runtime: Runtime,
+    config: NodeConfig | None = None,
+    *,
+    manage_lifecycle: bool = True,
+    token: str | None = None,
 ) -> FastAPI:
     """Build the node's ASGI app around ``runtime``.
 
@@ -291,6 +299,8 @@ def create_app(
         runtime: the sandbox runtime (not yet started).
         config: the node's tunables.
         manage_lifecycle: start and close the node in the ASGI lifespan.
+        token: require ``Authorization: Bearer <token>`` on every request
+            (:mod:`collimate_rl.node.auth`); ``None``: no auth, as the daemon.
     """
     node = Node(runtime, config)
 
@@ -319,6 +329,8 @@ def create_app(
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
+    if token is not None:  # outermost: a request without it reaches nothing else
+        app.add_middleware(BearerTokenMiddleware, token=token)
     app.include_router(router)
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]
     return app
