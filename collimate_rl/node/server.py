@@ -445,9 +445,6 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"collimate serve: --token-file: {exc}", file=sys.stderr)
         return 2
-    if args.sandbox_uid is not None and args.sandbox_uid <= 0:
-        print("collimate serve: --sandbox-uid must be > 0 (never root)", file=sys.stderr)
-        return 2
     # Until the event loop takes over, a SIGTERM/SIGINT is only noted, so the
     # socket and runtime set up so far are still cleaned up.
     previous = {

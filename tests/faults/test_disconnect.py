@@ -11,12 +11,16 @@ benchmark figure (see docs/reliability.md), never asserted.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from ._proc import NodeProcess, alive, process_tree, processes_with
+from collimate_rl.node.runtime import SANDBOX_UID_BASE, resolve_sandbox_uid
+
+from ._proc import ISOLATION, NodeProcess, alive, process_tree, processes_with
 
 Make = Callable[..., NodeProcess]
 
@@ -27,14 +31,16 @@ import sys, threading
 from collimate_rl.grading import UnitTestReward, grade_batch
 from collimate_rl.wire import CollimateClient
 
+# The markers are computed, so this process's own command line does not carry them.
+mark = 3600 + 0.4242
 client = CollimateClient(unix_socket=sys.argv[1], retries=0)
 spec = UnitTestReward([{"input": [1, 2], "expected": 3}], entry="add")
-sleeper = "```python\nimport subprocess\nsubprocess.run(['sleep', '3600.4242'])\n```"
+sleeper = f"```python\nimport subprocess\nsubprocess.run(['sleep', '{mark}'])\n```"
 busy = "```python\nwhile True:\n    pass\n```"
 threading.Thread(
     target=client.session_exec,
     args=(sys.argv[2],),
-    kwargs={"command": "sleep 3600.4243", "timeout_seconds": 3600},
+    kwargs={"command": f"sleep {mark + 0.0001:.4f}", "timeout_seconds": 3600},
     daemon=True,
 ).start()
 grade_batch(client, "python3", [sleeper, busy] * 3, spec, timeout_seconds=3600, concurrency=6)
@@ -66,6 +72,11 @@ def test_a_killed_client_frees_its_slots_and_processes_at_once(make_node: Make) 
             lambda: (h := client.health())["running"] == 2 and h["queued"] == 5,
         )
         _wait("a hanging process", lambda: bool(processes_with("3600.424")))
+        if ISOLATION != "none" and os.geteuid() == 0:
+            # ... running as the node's dedicated sandbox uid, not root and not nobody
+            status = Path(f"/proc/{processes_with('3600.424')[0]}/status").read_text()
+            uid = int(status.split("\nUid:")[1].split()[0])
+            assert uid == resolve_sandbox_uid(None) and uid >= SANDBOX_UID_BASE
         busy = process_tree(node.pid) - idle
         assert busy, "the abandoned execs have processes"
 
