@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from collimate_rl.node.runtime.base import Isolation
-from collimate_rl.node.server import build_parser, serve
+from collimate_rl.node.server import bind_unix_socket, build_parser, serve
+from tests._other_user import connect_as_other_user, needs_root
 
 
 class _RefusesToStart:
@@ -37,3 +42,20 @@ def test_serve_defaults_to_loopback_and_warns_on_a_wide_bind(
         else:
             assert warnings == []
             assert "every local user" in caplog.text  # TCP without a token: said, not warned
+
+
+@needs_root
+def test_another_local_user_cannot_open_the_nodes_socket(tmp_path: Path) -> None:
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="node-sock-"))
+    try:
+        folder.chmod(0o755)  # the folder does not stop them: the socket's own mode must
+        sock = bind_unix_socket(folder / "node.sock")
+        try:
+            seen = connect_as_other_user(
+                str(folder / "node.sock"), b"GET /v1/health HTTP/1.0\r\n\r\n"
+            )
+            assert seen == "error PermissionError", seen
+        finally:
+            sock.close()
+    finally:
+        shutil.rmtree(folder)
