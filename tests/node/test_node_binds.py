@@ -59,3 +59,16 @@ def test_another_local_user_cannot_open_the_nodes_socket(tmp_path: Path) -> None
             sock.close()
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_refused_start_leaves_no_socket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from collimate_rl.node.server import main
+
+    sock = tmp_path / "node.sock"
+    common = ["--socket", str(sock), "--isolation", "none", "--state-dir", str(tmp_path / "s")]
+    assert main([*common, "--sandbox-uid", "0"]) == 1
+    last = capsys.readouterr().err.splitlines()[-1]  # one line, no traceback
+    assert last.startswith("collimate serve: ValueError:") and "never root" in last
+    assert not sock.exists() and not (tmp_path / "s").exists()
