@@ -2,11 +2,16 @@
 
 A TCP port on ``127.0.0.1`` is open to every user of the host. Our loopback
 forwarders (the node's service bridges, the OpenEnv provider's tunnel) look
-the connecting socket up in the kernel's socket table (``/proc/net/tcp``,
-``/proc/net/tcp6``) before relaying a single byte, and serve only connections
-whose socket belongs to an allowed uid: by default the forwarder's own and
-root's, the same people who could open a ``0600`` unix socket of its owner.
-Clients need nothing new: ``endpoints`` stay ``"127.0.0.1:<port>"``.
+the connecting socket up in the kernel's socket table before relaying a single
+byte, and serve only connections whose socket belongs to an allowed uid: by
+default the forwarder's own and root's, the same people who could open a
+``0600`` unix socket of its owner. Clients need nothing new: ``endpoints``
+stay ``"127.0.0.1:<port>"``.
+
+The lookup asks ``sock_diag`` (netlink) for that one socket, which takes
+tens of microseconds; where netlink is unavailable it scans ``/proc/net/tcp``
+(``tcp6``), which walks the kernel's whole connection table (milliseconds on a
+large machine).
 
 The uid is the one the kernel recorded when the peer's socket was created; no
 unprivileged process can change it. A peer socket that is not live (closed,
@@ -24,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -40,7 +46,18 @@ __all__ = [
 
 #: Socket states whose owner is still a live socket: established, and half-closed
 #: by the peer (FIN_WAIT1/2: it shut down writing and still reads the answer).
-_LIVE_STATES: Final = frozenset({"01", "04", "05"})
+_LIVE: Final = frozenset({1, 4, 5})
+_LIVE_STATES: Final = frozenset(f"{state:02X}" for state in _LIVE)
+
+# sock_diag (linux/sock_diag.h, linux/inet_diag.h)
+_NETLINK_SOCK_DIAG: Final = 4
+_SOCK_DIAG_BY_FAMILY: Final = 20
+_NLM_F_REQUEST: Final = 1
+_NLMSG_ERROR: Final = 2
+_NO_COOKIE: Final = 0xFFFFFFFF
+_NLMSG_HDR: Final = struct.Struct("=IHHII")
+_DIAG_REQ: Final = struct.Struct("=BBBBI")  # family, protocol, ext, pad, states
+_DIAG_MSG_UID_OFFSET: Final = _NLMSG_HDR.size + 4 + 48 + 12  # after family..retrans, id, 3 u32
 
 
 def default_allowed_uids() -> frozenset[int]:
@@ -64,6 +81,39 @@ def owner_in_table(rows: Iterable[str], local: str, remote: str) -> int | None:
         if fields[3] in _LIVE_STATES and fields[9] != "0":  # inode 0: no open socket
             return int(fields[7])
     return None
+
+
+def _ask_sock_diag(
+    family: int, local: tuple[str, int], remote: tuple[str, int]
+) -> tuple[bool, int | None]:
+    """``(answered, uid)`` for the TCP socket ``local`` -> ``remote``, from ``sock_diag``.
+
+    ``answered`` is ``False`` when netlink itself failed (the caller falls back).
+    """
+    sockid = (
+        struct.pack("!HH", local[1], remote[1])
+        + socket.inet_pton(family, local[0]).ljust(16, b"\0")
+        + socket.inet_pton(family, remote[0]).ljust(16, b"\0")
+        + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)  # any interface, no cookie check
+    )
+    body = _DIAG_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    header = _NLMSG_HDR.pack(
+        _NLMSG_HDR.size + len(body), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0
+    )
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+            nl.settimeout(2.0)
+            nl.sendto(header + body, (0, 0))
+            reply = nl.recv(65536)
+        _, kind, _, _, _ = _NLMSG_HDR.unpack_from(reply)
+        if kind == _NLMSG_ERROR:
+            (err,) = struct.unpack_from("=i", reply, _NLMSG_HDR.size)
+            return (err == -errno.ENOENT), None  # no such socket: a definite answer
+        state = reply[_NLMSG_HDR.size + 1]
+        uid, inode = struct.unpack_from("=II", reply, _DIAG_MSG_UID_OFFSET)
+    except (OSError, struct.error, IndexError):
+        return False, None
+    return True, (uid if state in _LIVE and inode != 0 else None)
 
 
 def _read_table(family: int) -> list[str]:
@@ -94,6 +144,9 @@ def loopback_peer_uid(sockname: Any, peername: Any) -> int | None:
     except OSError:
         return None
     # From the peer's side its socket's local address is the peer's, its remote ours.
+    answered, uid = _ask_sock_diag(family, (host, port), (our_host, our_port))
+    if answered:
+        return uid
     return owner_in_table(_read_table(family), peer, ours)
 
 

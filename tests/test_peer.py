@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collimate_rl import _peer
 from collimate_rl._peer import encode_address, loopback_peer_uid, owner_in_table
 from tests._other_user import OTHER_UID, connect_as_other_user, needs_root
 
@@ -30,8 +31,16 @@ def _owner(conn: socket.socket) -> int | None:
     return loopback_peer_uid(conn.getsockname(), conn.getpeername())
 
 
+@pytest.fixture(params=["sock_diag", "proc_table"])
+def lookup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of asking: netlink, and the /proc/net/tcp scan it falls back to."""
+    if request.param == "proc_table":
+        monkeypatch.setattr(_peer, "_ask_sock_diag", lambda *args: (False, None))
+    return str(request.param)
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
-def test_a_live_peer_is_owned_by_its_uid(host: str) -> None:
+def test_a_live_peer_is_owned_by_its_uid(host: str, lookup: str) -> None:
     if ":" in host and not socket.has_ipv6:
         pytest.skip("no IPv6")
     try:
@@ -53,7 +62,7 @@ def test_a_live_peer_is_owned_by_its_uid(host: str) -> None:
         listener.__exit__(None, None, None)
 
 
-def test_unknown_or_malformed_peers_have_no_owner() -> None:
+def test_unknown_or_malformed_peers_have_no_owner(lookup: str) -> None:
     assert loopback_peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
     assert loopback_peer_uid(None, None) is None
     assert loopback_peer_uid(("127.0.0.1", 1), ("not an address", 2)) is None
@@ -70,7 +79,7 @@ def test_the_table_lookup_matches_only_its_own_row(ip: object, port: int, uid: i
 
 
 @needs_root
-def test_a_peer_of_another_user_is_seen_as_that_user() -> None:
+def test_a_peer_of_another_user_is_seen_as_that_user(lookup: str) -> None:
     with _listener() as srv:
         host, port = srv.getsockname()[:2]
         srv.settimeout(10)
