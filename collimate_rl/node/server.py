@@ -269,7 +269,8 @@ def serve(
         warning = exposure_warning(
             host,
             "the node",
-            hint="it runs code for them: keep it behind a firewall and require --token-file",
+            hint="it runs code for them: keep it behind a firewall"
+            + ("" if token is not None else " and require --token-file"),
         )
         if warning is not None:
             logger.warning("%s", warning)
