@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import socket
@@ -37,6 +38,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 __all__ = [
+    "connection_is_allowed",
     "default_allowed_uids",
     "encode_address",
     "loopback_peer_uid",
@@ -154,3 +156,13 @@ def peer_is_allowed(sockname: Any, peername: Any, allowed: frozenset[int]) -> bo
     """Whether the loopback peer's socket belongs to one of the ``allowed`` uids."""
     uid = loopback_peer_uid(sockname, peername)
     return uid is not None and uid in allowed
+
+
+async def connection_is_allowed(writer: asyncio.StreamWriter, allowed: frozenset[int]) -> bool:
+    """:func:`peer_is_allowed` for an accepted asyncio connection (looked up off the loop)."""
+    return await asyncio.to_thread(
+        peer_is_allowed,
+        writer.get_extra_info("sockname"),
+        writer.get_extra_info("peername"),
+        allowed,
+    )

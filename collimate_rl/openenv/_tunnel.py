@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from collimate_rl._peer import default_allowed_uids, peer_is_allowed
+from collimate_rl._peer import connection_is_allowed, default_allowed_uids
 
 __all__ = ["PortForward"]
 
@@ -107,12 +107,7 @@ class PortForward:
         assert task is not None
         self._conns.add(task)
         try:
-            if not await asyncio.to_thread(
-                peer_is_allowed,
-                writer.get_extra_info("sockname"),
-                writer.get_extra_info("peername"),
-                self.allowed_uids,
-            ):
+            if not await connection_is_allowed(writer, self.allowed_uids):
                 self.refused += 1
                 return
             url = await asyncio.to_thread(self.fresh_url)

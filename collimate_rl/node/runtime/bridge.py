@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collimate_rl._peer import default_allowed_uids, peer_is_allowed
+from collimate_rl._peer import connection_is_allowed, default_allowed_uids
 
 __all__ = ["Bridge", "ServiceFailed", "read_bounded", "wait_http"]
 
@@ -94,12 +94,7 @@ class Bridge:
         self._conns.add(task)
         inner_writer: asyncio.StreamWriter | None = None
         try:
-            if not await asyncio.to_thread(
-                peer_is_allowed,
-                writer.get_extra_info("sockname"),
-                writer.get_extra_info("peername"),
-                self.allowed_uids,
-            ):
+            if not await connection_is_allowed(writer, self.allowed_uids):
                 self.refused += 1
                 log.log(  # once per port at warning level: a flood must not flood the log
                     logging.WARNING if self.refused == 1 else logging.DEBUG,
