@@ -31,7 +31,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
-import httpx
 
 from collimate_rl.errors import (
     CollimateCapacityError,
@@ -70,34 +69,8 @@ T = TypeVar("T")
 Files = Sequence[Mapping[str, str]]
 Commands = Sequence[Sequence[str]]
 
-#: The node clients' pool: as wide as the wire layer's own default.
-_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30.0)
 #: Errors that prove a placed call ran nowhere: it may go to another node.
 _REFUSED = (CollimateDrainingError, CollimateCapacityError)
-
-
-class BearerTransport(httpx.HTTPTransport):
-    """A plain HTTP transport that sends the fleet's token with every request."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__(limits=_LIMITS, trust_env=False, verify=False)
-        self._authorization = f"Bearer {token}"
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Authorization"] = self._authorization
-        return super().handle_request(request)
-
-
-class AsyncBearerTransport(httpx.AsyncHTTPTransport):
-    """The async twin of :class:`BearerTransport`."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__(limits=_LIMITS, trust_env=False, verify=False)
-        self._authorization = f"Bearer {token}"
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Authorization"] = self._authorization
-        return await super().handle_async_request(request)
 
 
 def _images_unsupported() -> CollimateError:
@@ -134,7 +107,6 @@ class _FleetClientBase:
         self,
         directory: Directory,
         *,
-        token: str | None = None,
         timeout: float = 120.0,
         retries: int = 3,
         backoff: float = 0.15,
@@ -145,7 +117,6 @@ class _FleetClientBase:
             timeout=timeout, retries=retries, backoff=backoff, retry_budget=retry_budget
         ).close()
         self._router = Router(directory)
-        self._token = token
         self._settings: dict[str, Any] = {
             "timeout": timeout,
             "retries": retries,
@@ -212,8 +183,7 @@ class FleetClient(_FleetClientBase):
     closed with the fleet. Session ids are fleet ids (``<node tag>.<session id>``).
 
     Args:
-        directory: the fleet's node entries.
-        token: the bearer token the nodes require, if any.
+        directory: the fleet's node entries (and the nodes' bearer tokens).
         timeout, retries, backoff, retry_budget: as for :class:`CollimateClient`; used
             by the client of each node.
     """
@@ -226,10 +196,9 @@ class FleetClient(_FleetClientBase):
         with self._lock:
             client = self._clients.get(node.tag)
             if client is None:
-                transport = BearerTransport(self._token) if self._token else None
                 client = CollimateClient(
                     node.address,
-                    transport=transport,
+                    token=self.directory.token_of(node.tag),
                     sleep=functools.partial(self._sleep, node.tag),
                     **self._settings,
                 )
@@ -466,10 +435,9 @@ class AsyncFleetClient(_FleetClientBase):
         with self._lock:
             client = self._clients.get(node.tag)
             if client is None:
-                transport = AsyncBearerTransport(self._token) if self._token else None
                 client = AsyncCollimateClient(
                     node.address,
-                    transport=transport,
+                    token=self.directory.token_of(node.tag),
                     sleep=functools.partial(self._sleep, node.tag),
                     **self._settings,
                 )

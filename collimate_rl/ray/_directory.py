@@ -103,7 +103,7 @@ class FleetNode:
         error: why it failed or was lost (empty otherwise).
         templates: the templates it serves.
         pid: the LocalNode's process id on its machine (0 until it started).
-        auth: the node requires the fleet's bearer token.
+        auth: the node requires a bearer token (its own; the fleet's clients send it).
     """
 
     tag: str
@@ -141,6 +141,7 @@ class Directory:
         self._checked: dict[str, float] = {}
         self._checker = checker
         self._bakes: list[dict[str, Any]] = []
+        self._tokens: dict[str, str] = {}  # kept out of FleetNode: entries get logged
         self.closed = False
 
     def put(self, node: FleetNode) -> None:
@@ -189,6 +190,19 @@ class Directory:
             if due:
                 self._checker(tag)
         return self.get(tag)
+
+    def set_token(self, tag: str, token: str | None) -> None:
+        """Remember node ``tag``'s bearer token (``None``: it needs none)."""
+        with self._lock:
+            if token is None:
+                self._tokens.pop(tag, None)
+            else:
+                self._tokens[tag] = token
+
+    def token_of(self, tag: str) -> str | None:
+        """Node ``tag``'s bearer token, if it has one."""
+        with self._lock:
+            return self._tokens.get(tag)
 
     def record_bake(self, spec: Mapping[str, Any]) -> None:
         """Remember a template baked on the fleet (nodes that join later bake it too)."""

@@ -31,7 +31,6 @@ import atexit
 import contextlib
 import logging
 import re
-import secrets
 import threading
 import time
 import weakref
@@ -39,12 +38,13 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
+from collimate_rl._bearer import bearer_headers
 from collimate_rl.errors import CollimateUsageError
-from collimate_rl.ray._client import AsyncFleetClient, BearerTransport, FleetClient
+from collimate_rl.ray._client import AsyncFleetClient, FleetClient
 from collimate_rl.ray._directory import Directory, FleetNode, NodeLoad, NodeState
 from collimate_rl.ray._errors import NoHealthyNodeError
 from collimate_rl.ray._host import NODE_OPTIONS, NodeHost
@@ -108,9 +108,6 @@ class RayFleet:
             your CPU workers with ``--resources '{"collimate": 1}'``); default: all.
         num_cpus: CPUs each node's actor reserves in Ray's accounting (default 0: a node
             runs beside training without taking its slots; its sandboxes still use CPU).
-        token: the bearer token nodes require: ``"auto"`` (a fresh random one if this
-            collimate-rl's ``serve`` supports ``--token-file``, else none), a string
-            (required), or ``None`` (none).
         poll_interval: seconds between checks of the cluster and the nodes' load.
         startup_timeout: seconds a node may take to start.
         **node_options: ``LocalNode`` arguments for every node: ``max_inflight``,
@@ -125,7 +122,6 @@ class RayFleet:
         port: int | None = None,
         resource: str | None = None,
         num_cpus: float = 0.0,
-        token: str | Literal["auto"] | None = "auto",
         poll_interval: float = 2.0,
         startup_timeout: float = 120.0,
         **node_options: Any,
@@ -143,8 +139,6 @@ class RayFleet:
         self._port = port
         self._resource = resource
         self._num_cpus = num_cpus
-        self._token = secrets.token_urlsafe(32) if token == "auto" else token
-        self._require_token = token not in ("auto", None)
         self._poll_interval = poll_interval
         self._startup_timeout = startup_timeout
         self._directory = Directory(checker=self.check)
@@ -159,7 +153,6 @@ class RayFleet:
         self._clients: weakref.WeakSet[Any] = weakref.WeakSet()
         self._started = False
         self._closed = False
-        self._warned_open = False
 
     # -- public surface ------------------------------------------------------------
 
@@ -180,8 +173,7 @@ class RayFleet:
                 "RayFleet needs Ray running in this process: call ray.init() (a local Ray) "
                 "or ray.init(address='auto') (this machine's cluster) first"
             )
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        self._probe = httpx.Client(timeout=_PROBE_TIMEOUT, trust_env=False, headers=headers)
+        self._probe = httpx.Client(timeout=_PROBE_TIMEOUT, trust_env=False)
         self._joins = ThreadPoolExecutor(4, thread_name_prefix="collimate-fleet-join")
         self._started = True
         atexit.register(self.close)
@@ -213,14 +205,14 @@ class RayFleet:
         """A blocking client over the fleet (``timeout``, ``retries``, ... as for
         ``CollimateClient``); closed with the fleet."""
         self._check_started()
-        client = FleetClient(self._directory, token=self._token, **kwargs)
+        client = FleetClient(self._directory, **kwargs)
         self._clients.add(client)
         return client
 
     def async_client(self, **kwargs: Any) -> AsyncFleetClient:
         """An async client over the fleet (close it with ``aclose()``)."""
         self._check_started()
-        return AsyncFleetClient(self._directory, token=self._token, **kwargs)
+        return AsyncFleetClient(self._directory, **kwargs)
 
     def node_of(self, session_id: str) -> FleetNode:
         """The node that holds ``session_id`` (any state: a lost node's entry says why)."""
@@ -238,8 +230,7 @@ class RayFleet:
         node = self._directory.get(tag)
         if node is None or not node.address:
             raise CollimateUsageError(f"node {tag!r} is not a started node of this fleet")
-        transport = BearerTransport(self._token) if self._token else None
-        return CollimateClient(node.address, transport=transport, **kwargs)
+        return CollimateClient(node.address, token=self._directory.token_of(tag), **kwargs)
 
     def host_actor(self, tag: str) -> Any:
         """The Ray actor that runs node ``tag`` (its ``call`` method is the Ray-transport
@@ -380,14 +371,11 @@ class RayFleet:
         if info.get("ray_node_id") != member.ray_node_id:  # affinity is hard; never trust blindly
             self._fail(member, f"its actor ran on Ray node {info.get('ray_node_id')}, not its own")
             return
-        auth = bool(info.get("auth"))
-        self._directory.update(member.tag, address=info["address"], pid=int(info["pid"]), auth=auth)
-        if self._token and not auth and not self._warned_open:
-            self._warned_open = True
-            log.warning(
-                "fleet nodes listen on their machines' addresses without a token (this "
-                "collimate-rl's `collimate serve` has no --token-file): keep the port private"
-            )
+        token = info.get("token")
+        self._directory.set_token(member.tag, token)
+        self._directory.update(
+            member.tag, address=info["address"], pid=int(info["pid"]), auth=token is not None
+        )
         bakes = self._directory.bakes()
         if not bakes:
             self._join(member)
@@ -423,8 +411,9 @@ class RayFleet:
         self, member: _Member, entry: FleetNode, draining: bool, joining: bool = False
     ) -> None:
         assert self._probe is not None
+        headers = bearer_headers(self._directory.token_of(member.tag), environ={})
         try:
-            resp = self._probe.get(entry.address + "/v1/health")
+            resp = self._probe.get(entry.address + "/v1/health", headers=headers)
             health = resp.json() if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             health = None
@@ -500,8 +489,6 @@ class RayFleet:
                 tag,
                 row["NodeManagerAddress"],
                 port=self._port,
-                token=self._token,
-                require_token=self._require_token,
                 options=self._options,
             )
         )

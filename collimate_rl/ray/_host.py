@@ -11,8 +11,8 @@ that folder (the node's log and state dir); the next host started on the same ma
 finds it by its free lock, recovers the state dir like a restarted node would
 (processes, mounts, memory cgroups) and removes it.
 
->>> token_file_supported() in (True, False)
-True
+>>> sorted(HOST_METHODS)[:2]
+['create_session', 'delete_session']
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ __all__ = [
     "clear_host_folder",
     "host_root",
     "sweep_stale_hosts",
-    "token_file_supported",
 ]
 
 log = logging.getLogger("collimate_rl.ray")
@@ -69,14 +68,6 @@ def host_root(tmp: str | Path | None = None) -> Path:
     if root.stat().st_uid != os.getuid():
         raise PermissionError(f"{root} belongs to another user; set TMPDIR to a private folder")
     return root
-
-
-def token_file_supported() -> bool:
-    """Whether this collimate-rl's ``serve`` takes ``--token-file`` (a bearer token)."""
-    from collimate_rl.node.server import build_parser
-
-    _, unknown = build_parser().parse_known_args(["--token-file", "/dev/null"])
-    return not unknown
 
 
 def _claim(root: Path, tag: str) -> tuple[Path, int]:
@@ -146,8 +137,6 @@ class NodeHost:
         tag: the node's tag (names its folder; prefixes its session ids).
         host: the address to listen on (the Ray node's IP).
         port: the TCP port (``None``: a free one).
-        token: the bearer token clients must send, or ``None``.
-        require_token: fail if this ``serve`` cannot take a token.
         options: ``LocalNode`` arguments (:data:`NODE_OPTIONS`).
     """
 
@@ -156,8 +145,6 @@ class NodeHost:
         tag: str,
         host: str,
         port: int | None = None,
-        token: str | None = None,
-        require_token: bool = False,
         options: Mapping[str, Any] | None = None,
     ) -> None:
         from collimate_rl.node import LocalNode
@@ -172,24 +159,12 @@ class NodeHost:
         self._janitor_fd = -1
         self._client: Any = None
         self.folder, self._owner_fd = _claim(root, tag)
-        extra = list(options.pop("extra_args", ()))
-        self.auth = False
+        extra = tuple(options.pop("extra_args", ()))
         try:
-            if token:
-                if token_file_supported():
-                    token_path = self.folder / "token"
-                    fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "w") as handle:
-                        handle.write(token)
-                    extra += ["--token-file", str(token_path)]
-                    self.auth = True
-                elif require_token:
-                    raise RuntimeError(
-                        "a token was required but this collimate-rl's `collimate serve` has "
-                        "no --token-file; upgrade collimate-rl on the cluster"
-                    )
+            # Over TCP a LocalNode makes a fresh bearer token (`serve --token-file` in its
+            # folder); the fleet's clients get it from info().
             self.node = LocalNode(
-                host=host, port=port, workdir_root=self.folder, extra_args=tuple(extra), **options
+                host=host, port=port, workdir_root=self.folder, extra_args=extra, **options
             )
             self.node.start()
             # Ray SIGKILLs an exiting actor's children: a detached janitor cleans up then.
@@ -213,7 +188,7 @@ class NodeHost:
             "host_pid": os.getpid(),
             "folder": str(self.folder),
             "workdir": str(self.node.workdir),
-            "auth": self.auth,
+            "token": self.node.token,
         }
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import httpx
 import numpy as np
 import pytest
 from faults._proc import RunSnapshot, process_tree, processes_with
@@ -32,7 +33,7 @@ from collimate_rl.bench.cluster import sections_of as cluster_sections_from
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.node.runtime._recovery import RECORD_NAME
 from collimate_rl.ray import FleetNode, NodeLostError, NodeState, NoHealthyNodeError, RayFleet
-from collimate_rl.ray._host import host_root, token_file_supported
+from collimate_rl.ray._host import host_root
 
 ray = pytest.importorskip("ray", reason="Ray is part of the `test` extra")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -133,7 +134,9 @@ def test_every_ray_node_gets_its_own_pinned_node(
         assert node.state is NodeState.HEALTHY and node.load.max_inflight > 0
         assert node.address.startswith(f"http://{alive[node.ray_node_id]['NodeManagerAddress']}:")
         assert "python3" in node.templates
-        assert node.auth is token_file_supported()  # a token whenever `serve` takes one
+        assert node.auth is True  # its own bearer token: others on the network are refused
+        refused = httpx.get(node.address + "/v1/sessions", timeout=10)
+        assert refused.status_code == 401, refused.text
         snapshots[node.tag] = _snapshot(node)
     assert len({n.address for n in nodes}) == len({n.pid for n in nodes}) == len(nodes)
     assert len({_workdir(n) for n in nodes}) == len(nodes)

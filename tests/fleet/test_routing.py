@@ -6,6 +6,7 @@ Two real LocalNodes (TCP, default isolation) stand for two machines; the Ray sid
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import threading
 import time
@@ -186,7 +187,10 @@ def directory(two_nodes: list[LocalNode]) -> Directory:
         health = node.client().health()
         load = NodeLoad.from_health(health, stamp=1)
         nodes.append(FleetNode(f"n{i:08x}", f"ray-{i}", node.base_url, NodeState.HEALTHY, load))
-    return Directory.fixed(nodes)
+    directory = Directory.fixed(nodes)
+    for i, node in enumerate(two_nodes, start=1):
+        directory.set_token(f"n{i:08x}", node.token)  # a node over TCP wants its own token
+    return directory
 
 
 @pytest.fixture
@@ -256,11 +260,9 @@ def test_a_call_in_flight_when_its_node_is_lost_fails(
         fleet_client.session_exec(sid, code="print(1)")
     # The node itself is fine (the directory only says otherwise): clean up there.
     node_sid = split_id(sid)[1]
-    other = FleetClient(
-        Directory.fixed(
-            [FleetNode("n00000001", "ray-1", fleet_client.node_of(sid).address, NodeState.HEALTHY)]
-        )
-    )
+    healthy = dataclasses.replace(fleet_client.node_of(sid), state=NodeState.HEALTHY)
+    other = FleetClient(Directory.fixed([healthy]))
+    other.directory.set_token("n00000001", directory.token_of("n00000001"))
     assert other.delete_session(fleet_id("n00000001", node_sid)).deleted
     other.close()
 
