@@ -13,7 +13,8 @@ Importing this package needs no Ray; :meth:`RayFleet.start` does (the ``ray`` ex
 See docs/scale-out.md.
 """
 
-from collimate_rl.ray._client import AsyncFleetClient, FleetClient
+from collimate_rl.ray._async_client import AsyncFleetClient
+from collimate_rl.ray._client import FleetClient
 from collimate_rl.ray._directory import FleetNode, NodeLoad, NodeState
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
 from collimate_rl.ray._fleet import RayFleet

@@ -44,7 +44,8 @@ import httpx
 
 from collimate_rl._bearer import bearer_headers
 from collimate_rl.errors import CollimateUsageError
-from collimate_rl.ray._client import AsyncFleetClient, FleetClient
+from collimate_rl.ray._async_client import AsyncFleetClient
+from collimate_rl.ray._client import FleetClient
 from collimate_rl.ray._directory import Directory, FleetNode, NodeLoad, NodeState
 from collimate_rl.ray._errors import NoHealthyNodeError
 from collimate_rl.ray._host import NODE_OPTIONS, NodeHost
