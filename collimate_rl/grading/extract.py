@@ -37,8 +37,10 @@ _UNFINISHED = re.compile(
     r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)?=(?!=)|[A-Za-z_][\w.]*[(\[]"
 )
 _PROMPT = re.compile(r"^(?:>>>|\.\.\.)(?: |$)")
-#: Merging chunks to complete an open bracket or string stops after this many.
-_MAX_MERGE = 40
+#: Merging chunks to complete an open bracket or string stops after this many, and one
+#: completion gets this many merge attempts in all (a text of open brackets stays linear).
+_MAX_MERGE = 60
+_MERGE_BUDGET = 600
 
 
 def _tag_matches(tag: str, language: str | None) -> bool:
@@ -138,9 +140,10 @@ def extract_code(
     else:
         runs: list[list[str]] = []
         start = 0
+        budget = _Budget(_MERGE_BUDGET)
         for fence in [*fences, None]:  # other languages' blocks separate the runs
             stop = fence.first if fence else len(lines)
-            runs.extend(_code_runs(lines[start:stop]))
+            runs.extend(_code_runs(lines[start:stop], budget))
             start = fence.last + 1 if fence else stop
         texts = [_clean("\n".join(run)) for run in runs]
         pieces = [_Piece(i, t, describe(t)) for i, t in enumerate(texts) if t]
@@ -199,7 +202,12 @@ def _from_session(text: str) -> str:
 # --------------------------------------------------------------------------- unfenced text
 
 
-def _code_runs(lines: list[str]) -> list[list[str]]:
+@dataclasses.dataclass
+class _Budget:
+    merges: int
+
+
+def _code_runs(lines: list[str], budget: _Budget) -> list[list[str]]:
     """The code in ``lines`` as runs of lines; prose lines end a run and are dropped."""
     if not any(ln.strip() for ln in lines):
         return []
@@ -211,7 +219,7 @@ def _code_runs(lines: list[str]) -> list[list[str]]:
     index = 0
     while index < len(chunks):
         start, end = chunks[index]
-        used, tree = _complete(lines, chunks, index)
+        used, tree = _complete(lines, chunks, index, budget)
         if tree is not None:
             end = chunks[index + used - 1][1]
             found = _split_at_inert(lines[start:end], tree)
@@ -224,7 +232,8 @@ def _code_runs(lines: list[str]) -> list[list[str]]:
             runs[-1].extend(lines[start:end])
         else:  # a prose line; indented lines under it may be code (a list item)
             runs.append([])
-            runs.extend(_code_runs(textwrap.dedent("\n".join(lines[start + 1 : end])).split("\n")))
+            tail = textwrap.dedent("\n".join(lines[start + 1 : end])).split("\n")
+            runs.extend(_code_runs(tail, budget))
             runs.append([])
         index += 1
     return [run for run in runs if any(ln.strip() for ln in run)]
@@ -242,12 +251,16 @@ def _chunks(lines: list[str]) -> list[tuple[int, int]]:
 
 
 def _complete(
-    lines: list[str], chunks: list[tuple[int, int]], index: int
+    lines: list[str], chunks: list[tuple[int, int]], index: int, budget: _Budget
 ) -> tuple[int, ast.Module | None]:
     """Parse chunk ``index``, joined to the next ones while it is only unfinished
     (an open bracket or string); returns how many chunks were used and the tree."""
     start = chunks[index][0]
     for used in range(1, min(_MAX_MERGE, len(chunks) - index) + 1):
+        if used > 1:
+            if budget.merges <= 0:
+                break
+            budget.merges -= 1
         text = textwrap.dedent("\n".join(lines[start : chunks[index + used - 1][1]]))
         tree = parse(text)
         if tree is not None:
