@@ -143,7 +143,7 @@ class Launch:
     """
 
     def __init__(self, uid: int, plan: list[tuple[Path, Path]]) -> None:
-        from ._sandbox import supervisor as sv
+        from ._sandbox import syscalls as sv
 
         sv.libc()  # load before fork
         self.uid = uid
@@ -152,7 +152,7 @@ class Launch:
         weakref.finalize(self, _close_fds, self._read, self._write)
 
     def __call__(self) -> None:
-        from ._sandbox import supervisor as sv
+        from ._sandbox import syscalls as sv
 
         plan, uid = self.plan, self.uid
         step = "re-exposing them in a private mount namespace"
