@@ -64,21 +64,6 @@ def reward_spec_from_ground_truth(
 ) -> RewardSpec:
     """Turn a dataset's ground truth into a :class:`RewardSpec`.
 
-    Args:
-        ground_truth: the row's ground truth; a JSON string is decoded first.
-        format: one of :data:`FORMATS` or ``"auto"`` (detected from its keys).
-        entry: overrides the function name (HumanEval ``entry_point``, MBPP's
-            called name, LCB ``func_name``).
-        all_or_nothing: reward 1.0 only if every test passes, else 0.0; ``False``
-            rewards the fraction of tests passed. ``None`` (default): the
-            benchmark's own verdict, pass/fail for HumanEval (its ``check`` is
-            one test, however many asserts it holds), the fraction for the
-            others.
-
-    Raises:
-        CollimateUsageError: the ground truth is not in the expected format;
-            the message names the format expected.
-
     The spec grades what :func:`~collimate_rl.grading.extract_code` takes from
     the completion (the prose dropped, every import and helper kept) the way
     the benchmark's own harness does:
@@ -93,6 +78,21 @@ def reward_spec_from_ground_truth(
       prompt's helpers are the benchmark's own copies.
     * **MBPP** (``text`` is prose, never run): the completion is the program;
       ``test_imports`` and ``test_setup_code`` run before the asserts.
+
+    Args:
+        ground_truth: the row's ground truth; a JSON string is decoded first.
+        format: one of :data:`FORMATS` or ``"auto"`` (detected from its keys).
+        entry: overrides the function name (HumanEval ``entry_point``, MBPP's
+            called name, LCB ``func_name``).
+        all_or_nothing: reward 1.0 only if every test passes, else 0.0; ``False``
+            rewards the fraction of tests passed. ``None`` (default): the
+            benchmark's own verdict, pass/fail for HumanEval (its ``check`` is
+            one test, however many asserts it holds), the fraction for the
+            others.
+
+    Raises:
+        CollimateUsageError: the ground truth is not in the expected format;
+            the message names the format expected.
 
     >>> import json
     >>> from collimate_rl.grading import extract_code
