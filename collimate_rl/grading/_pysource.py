@@ -17,8 +17,9 @@ import ast
 import dataclasses
 import keyword
 import re
+import threading
 
-__all__ = ["SourceInfo", "compiles", "describe", "is_incomplete", "parse"]
+__all__ = ["SourceInfo", "compiles", "describe", "is_incomplete", "parse", "parse_or_error"]
 
 _INCOMPLETE = (
     "was never closed",
@@ -33,16 +34,35 @@ _IMPORT_LINE = re.compile(r"^(?:from[ \t]+\S+[ \t]+)?import[ \t]+([^\n#]+)", re.
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
+#: CPython 3.11 keeps ``ast.parse``'s recursion depth in per-interpreter state, so parses in
+#: two threads at once (grade_batch's, a vector env's) can fail with a spurious "AST
+#: constructor recursion depth mismatch" SystemError (python/cpython#106905). Ours take turns.
+_PARSING = threading.Lock()
+
+
+def parse_or_error(source: str) -> ast.Module | SyntaxError:
+    """The module's syntax tree, or the :class:`SyntaxError` that stops it.
+
+    >>> parse_or_error("x = (").msg
+    "'(' was never closed"
+    """
+    try:
+        with _PARSING:
+            return ast.parse(source)
+    except SyntaxError as exc:
+        return exc
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, too deep
+        return SyntaxError(f"{type(exc).__name__}: {exc}")
+
+
 def parse(source: str) -> ast.Module | None:
     """The module's syntax tree, or ``None`` when ``source`` does not parse.
 
     >>> parse("x = (") is None, parse("x = 1") is not None
     (True, True)
     """
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    tree = parse_or_error(source)
+    return None if isinstance(tree, SyntaxError) else tree
 
 
 def compiles(source: str) -> bool:
@@ -68,13 +88,8 @@ def is_incomplete(source: str) -> bool:
     >>> is_incomplete("total = sum(("), is_incomplete("def f(x):"), is_incomplete("Here's how:")
     (True, True, False)
     """
-    try:
-        ast.parse(source)
-    except SyntaxError as exc:
-        return any(marker in str(exc.msg) for marker in _INCOMPLETE)
-    except (ValueError, RecursionError, MemoryError):
-        return False
-    return False
+    error = parse_or_error(source)
+    return isinstance(error, SyntaxError) and any(m in str(error.msg) for m in _INCOMPLETE)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from collimate_rl.errors import CollimateUsageError
+from collimate_rl.grading._pysource import parse, parse_or_error
 from collimate_rl.grading.specs import (
     LCB_PRELUDE,
     FunctionCallReward,
@@ -241,9 +242,8 @@ def _humaneval(data: Any, entry: str | None, all_or_nothing: bool) -> RewardSpec
 
 def _called_name(tests: Sequence[str]) -> str | None:
     for test in tests:
-        try:
-            tree = ast.parse(test)
-        except SyntaxError:
+        tree = parse(test)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if (
@@ -284,10 +284,9 @@ def _asserts(data: Any, entry: str | None, all_or_nothing: bool) -> RewardSpec:
     else:
         raise _bad("asserts", "neither a list of strings nor a string")
     for block in [tests] if isinstance(tests, str) else tests:
-        try:
-            ast.parse(block)
-        except SyntaxError as exc:
-            raise _bad("asserts", f"test code does not parse: {exc}") from None
+        error = parse_or_error(block)
+        if isinstance(error, SyntaxError):
+            raise _bad("asserts", f"test code does not parse: {error}")
     return UnitTestReward(tests, entry=name or "solve", all_or_nothing=all_or_nothing)
 
 

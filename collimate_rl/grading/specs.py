@@ -29,6 +29,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.grading import _codec
+from collimate_rl.grading._pysource import parse
 from collimate_rl.grading._shipping import full_program, warm_stub
 from collimate_rl.grading._starter import join_starter
 
@@ -237,9 +238,8 @@ def _frame_from_json(text: str) -> Frame | None:
 
 def _defined_names(source: str) -> set[str]:
     """Top-level functions, classes and simple assignments of ``source``."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(source)
+    if tree is None:
         return set()
     names: set[str] = set()
     for node in tree.body:
@@ -251,9 +251,8 @@ def _defined_names(source: str) -> set[str]:
 
 
 def _referenced_names(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = parse(code)
+    if tree is None:
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
