@@ -508,7 +508,9 @@ def grade_batch(
         spec: one spec for all, or one per completion.
         seeds: ``None`` (fresh per exec), one seed for all (common random
             numbers), or one per completion.
-        concurrency: at most this many execs in flight.
+        concurrency: at most this many execs in flight (on our local node the
+            grades go in batch requests instead, and the node's own in-flight
+            cap bounds them).
         on_infra_error: ``"raise"`` (default: the lowest-index infrastructure
             error propagates after in-flight grades finish; resample the
             group), ``"zero"`` (that slot gets reward 0.0 with
@@ -536,6 +538,19 @@ def grade_batch(
     errors: dict[int, CollimateError] = {}
     if not jobs:
         return []
+    from collimate_rl.grading._batched import grade_jobs_batched  # our node: one request
+
+    batched = grade_jobs_batched(client, jobs, recorder)
+    if batched is not None:
+        for index, outcome in enumerate(batched):
+            if isinstance(outcome, CollimateError):
+                errors[index] = outcome
+            else:
+                results[index] = outcome
+            _report_result(on_result, jobs, index, results, errors, on_infra_error)
+            if progress is not None:
+                progress(index + 1, len(jobs))
+        return _assemble(jobs, results, errors, on_infra_error)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs))) as pool:
         futures: dict[Future[GradeResult], int] = {
             pool.submit(_run_sync, client, job, recorder): i for i, job in enumerate(jobs)

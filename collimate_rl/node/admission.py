@@ -77,10 +77,15 @@ class Admission:
             )
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one running slot for the body; refuse at once when full."""
+    async def slot(self, *, queue_cap: bool = True) -> AsyncIterator[None]:
+        """Hold one running slot for the body; refuse at once when full.
+
+        ``queue_cap=False``: the work was admitted already (an item of a
+        batch admitted as a whole); it waits for a slot whatever the queue.
+        """
         sem, idle = self._primitives()
-        self.check()
+        if queue_cap:
+            self.check()
         self._admitted += 1
         idle.clear()
         try:

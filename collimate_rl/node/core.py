@@ -26,9 +26,9 @@ from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.models import (
     BakeRequest,
+    BatchExecItem,
     CreateSessionRequest,
     ExecRequest,
-    OneShotExecRequest,
 )
 from collimate_rl.node.runtime.base import (
     ExecOutcome,
@@ -258,13 +258,15 @@ class Node:
             self._busy -= 1
 
     @contextlib.asynccontextmanager
-    async def _admitted(self) -> AsyncIterator[None]:
+    async def _admitted(self, *, batched: bool = False) -> AsyncIterator[None]:
+        # A batch's items were admitted with the batch: they wait for slots, FIFO.
         self._refuse_if_draining()
         try:
-            self.admission.check()  # no await between this check and the slot's own
+            if not batched:
+                self.admission.check()  # no await between this check and the slot's own
         except AtCapacity as exc:
             raise NodeError("at_capacity", str(exc)) from exc
-        async with self.admission.slot():
+        async with self.admission.slot(queue_cap=not batched):
             yield
 
     # -- operations ------------------------------------------------------
@@ -345,26 +347,30 @@ class Node:
             ],
         }
 
-    async def exec_in_session(self, session_id: str, req: ExecRequest) -> dict[str, Any]:
+    async def exec_in_session(
+        self, session_id: str, req: ExecRequest, *, batched: bool = False
+    ) -> dict[str, Any]:
         """Run one exec in an existing session."""
         start = time.perf_counter()
         request_id = f"req_{secrets.token_hex(8)}"
         self._refuse_if_draining()
         spec = build_exec_spec(req)
         self.sessions.get(session_id)  # 404 before queueing
-        async with self._admitted(), self.sessions.using(session_id) as rec:
+        async with self._admitted(batched=batched), self.sessions.using(session_id) as rec:
             outcome = await self._run(rec, spec)
         return _exec_body(outcome, spec.seed, fork_ms=0.0, start=start, request_id=request_id)
 
-    async def exec_once(self, req: OneShotExecRequest) -> dict[str, Any]:
+    async def exec_once(self, req: ExecRequest, *, batched: bool = False) -> dict[str, Any]:
         """Create a session, exec once, and always delete it."""
         start = time.perf_counter()
         request_id = f"req_{secrets.token_hex(8)}"
         self._refuse_if_draining()
+        if req.template_id is None:
+            raise NodeError("bad_request", "template_id is required for a one-shot exec")
         spec = build_exec_spec(req)
         check_egress(req.egress)
         self.sessions.check_template(req.template_id)
-        async with self._admitted():
+        async with self._admitted(batched=batched):
             rec, fork_ms, _ = await self.sessions.create(req.template_id)
             try:
                 async with self.sessions.using(rec.session_id):
@@ -372,6 +378,35 @@ class Node:
             finally:
                 await self.sessions.delete(rec.session_id)
         return _exec_body(outcome, spec.seed, fork_ms=fork_ms, start=start, request_id=request_id)
+
+    async def exec_batch(self, items: list[BatchExecItem]) -> dict[str, Any]:
+        """Run many execs concurrently; each item's result or error, in order.
+
+        The batch is admitted as a whole (``at_capacity`` or ``draining`` before
+        anything ran); its items then wait for running slots like any exec, and
+        an item's failure (an unknown session, a lost sandbox) is that item's
+        ``{"error", "error_code", "status"}``, never the batch's.
+        """
+        self._refuse_if_draining()
+        try:
+            self.admission.check()
+        except AtCapacity as exc:
+            raise NodeError("at_capacity", str(exc)) from exc
+
+        async def one(item: BatchExecItem) -> dict[str, Any]:
+            try:
+                if item.session_id is not None:
+                    return await self.exec_in_session(item.session_id, item, batched=True)
+                return await self.exec_once(item, batched=True)
+            except NodeError as exc:
+                return {"error": exc.message, "error_code": exc.code, "status": exc.status}
+
+        return {"results": list(await asyncio.gather(*(one(item) for item in items)))}
+
+    async def delete_many(self, session_ids: list[str]) -> dict[str, Any]:
+        """Delete sessions; which were deleted and which did not exist."""
+        deleted = await self.sessions.delete_many(session_ids)
+        return {"deleted": deleted, "missing": [s for s in session_ids if s not in deleted]}
 
     async def _run(self, rec: SessionRecord, spec: ExecSpec) -> ExecOutcome:
         try:

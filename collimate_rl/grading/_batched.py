@@ -1,0 +1,188 @@
+"""Grades sent to our local node in batches: one request per group, not one per exec.
+
+The node's ``POST /v1/exec/batch`` extension (``client.exec_batch``) runs many
+grading execs, each in its own session (a GRPO member) or one-shot. A client
+without the method, or a node answering that it has no such route (a real
+daemon, a gateway), gets ``None`` here and the caller grades exec by exec on
+the contract's routes. Everything else is the per-exec path's: the warm stub
+first and the full harness after a miss, the same frames, the same split of
+task failures (rewards) and infrastructure failures (exceptions, per item).
+
+>>> class NoBatch:
+...     pass
+>>> grade_jobs_batched(NoBatch(), [], None) is None
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from collimate_rl.errors import CollimateError, CollimateNotFoundError, CollimateTaskError
+from collimate_rl.grading.grade import (
+    _WARM,
+    _finish,
+    _infra,
+    _Job,
+    _missed,
+    _prepare,
+    _task_failure,
+)
+from collimate_rl.grading.result import GradeResult
+
+if TYPE_CHECKING:
+    from collimate_rl.grading.replay import ReplayRecorder
+    from collimate_rl.grading.specs import RewardSpec
+
+__all__ = ["BATCH_ITEMS", "BatchItem", "grade_items", "grade_jobs_batched", "supports_batches"]
+
+#: Items per request (the node takes up to 1,024; smaller requests pipeline better).
+BATCH_ITEMS = 64
+#: Batch requests in flight at once from one call.
+_PARALLEL_REQUESTS = 4
+
+Outcome = GradeResult | CollimateError
+#: One grade of :func:`grade_items`: (completion, spec, seed, session id or None).
+BatchItem = tuple[str, "RewardSpec", "str | None", "str | None"]
+
+
+class _Unsupported:
+    """Clients whose node answered that it has no batch route (weakly held)."""
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+    def __contains__(self, client: Any) -> bool:
+        try:
+            return client in self._seen
+        except TypeError:
+            return False
+
+    def add(self, client: Any) -> None:
+        with contextlib.suppress(TypeError):
+            self._seen[client] = True
+
+
+_UNSUPPORTED = _Unsupported()
+
+
+def supports_batches(client: Any) -> bool:
+    """Whether grades for ``client`` may go through ``exec_batch``."""
+    return callable(getattr(client, "exec_batch", None)) and client not in _UNSUPPORTED
+
+
+def _item(job: _Job, warm: bool) -> dict[str, Any]:
+    item = job.request(warm)
+    if job.session_id is not None:
+        item["session_id"] = job.session_id
+    else:
+        item["template_id"] = job.template
+    return item
+
+
+def _send(client: Any, jobs: Sequence[_Job], warm: list[bool]) -> list[Any] | None:
+    """One batch request; per job its response or error. None: the node has no batch route."""
+    try:
+        return list(client.exec_batch([_item(job, w) for job, w in zip(jobs, warm, strict=True)]))
+    except CollimateNotFoundError as exc:
+        if exc.error_code == "not_found":
+            _UNSUPPORTED.add(client)
+            return None
+        return [exc] * len(jobs)
+    except Exception as exc:
+        infra = _infra(exc)
+        if infra is None:
+            raise
+        return [infra] * len(jobs)
+
+
+def _chunk(client: Any, jobs: Sequence[_Job]) -> list[Any] | None:
+    """Responses (or errors) for ``jobs``: the warm stub where it may work, then the misses."""
+    warm = [_WARM.warm(client)] * len(jobs)
+    responses = _send(client, jobs, warm)
+    if responses is None:
+        return None
+    missed = [i for i, r in enumerate(responses) if warm[i] and not isinstance(r, Exception)]
+    missed = [i for i in missed if _missed(responses[i])]
+    if missed:
+        _WARM.missed(client)
+        again = _send(client, [jobs[i] for i in missed], [False] * len(missed))
+        if again is None:  # the route went away between two requests: per-exec errors
+            again = [CollimateError("the node's batch route disappeared")] * len(missed)
+        for i, response in zip(missed, again, strict=True):
+            responses[i] = response
+    return responses
+
+
+def _outcome(job: _Job, response: Any, recorder: ReplayRecorder | None) -> Outcome:
+    if isinstance(response, CollimateTaskError):
+        result = _task_failure(job, response)
+    elif isinstance(response, CollimateError):
+        return response
+    else:
+        result = _finish(job, response)
+    if recorder is not None:
+        recorder.record(
+            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
+        )
+    return result
+
+
+def grade_jobs_batched(
+    client: Any, jobs: Sequence[_Job], recorder: ReplayRecorder | None
+) -> list[Outcome] | None:
+    """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
+
+    ``None`` when the client or its node has no batch route (grade exec by exec then).
+    """
+    if not supports_batches(client):
+        return None
+    if not jobs:
+        return []
+    chunks = [list(jobs[i : i + BATCH_ITEMS]) for i in range(0, len(jobs), BATCH_ITEMS)]
+    if len(chunks) == 1:
+        answers = [_chunk(client, chunks[0])]
+    else:
+        with ThreadPoolExecutor(min(len(chunks), _PARALLEL_REQUESTS)) as pool:
+            answers = list(pool.map(lambda chunk: _chunk(client, chunk), chunks))
+    if any(answer is None for answer in answers):
+        return None  # no batch route after all: nothing ran through it
+    responses = [response for answer in answers if answer is not None for response in answer]
+    return [_outcome(job, r, recorder) for job, r in zip(jobs, responses, strict=True)]
+
+
+def grade_items(
+    client: Any,
+    template: str,
+    items: Sequence[BatchItem],
+    *,
+    timeout_seconds: float,
+    recorder: ReplayRecorder | None = None,
+) -> list[Outcome] | None:
+    """Grade ``(completion, spec, seed, session_id)`` items in batches (e.g. a GRPO step).
+
+    Each item grades in its own session (or one-shot in ``template`` when its
+    session id is None). ``None`` when there is no batch route.
+
+    Raises:
+        CollimateUsageError: a bad item (before anything is sent).
+    """
+    if not supports_batches(client):
+        return None
+    jobs = [
+        _prepare(
+            template,
+            completion,
+            spec,
+            seed=seed,
+            timeout_seconds=timeout_seconds,
+            session_id=session_id,
+            extract=True,
+        )
+        for completion, spec, seed, session_id in items
+    ]
+    return grade_jobs_batched(client, jobs, recorder)
