@@ -325,7 +325,10 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         outcomes = grade_items(
             client,
             self.template,
-            [(completion, spec, seed, session_id) for _, session_id, spec, seed, completion in jobs],
+            [
+                (completion, spec, seed, session_id)
+                for _, session_id, spec, seed, completion in jobs
+            ],
             timeout_seconds=self.timeout_seconds,
         )
         if outcomes is None:

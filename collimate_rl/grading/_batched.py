@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from collimate_rl.errors import CollimateError, CollimateNotFoundError, CollimateTaskError
+from collimate_rl.errors import (
+    CollimateError,
+    CollimateNotFoundError,
+    CollimateTaskError,
+    CollimateTransportError,
+)
 from collimate_rl.grading.grade import (
     _WARM,
     _finish,
@@ -40,10 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BATCH_ITEMS", "BatchItem", "grade_items", "grade_jobs_batched", "supports_batches"]
 
-#: Items per request (the node takes up to 1,024; smaller requests pipeline better).
+#: Most items per request (the node takes up to 1,024).
 BATCH_ITEMS = 64
-#: Batch requests in flight at once from one call.
-_PARALLEL_REQUESTS = 4
 
 Outcome = GradeResult | CollimateError
 #: One grade of :func:`grade_items`: (completion, spec, seed, session id or None).
@@ -95,6 +97,9 @@ def _send(client: Any, jobs: Sequence[_Job], warm: list[bool]) -> list[Any] | No
         return [exc] * len(jobs)
     except Exception as exc:
         infra = _infra(exc)
+        if infra is None and isinstance(exc, RuntimeError):  # e.g. its client was closed
+            infra = CollimateTransportError(f"exec request failed: {exc}")
+            infra.__cause__ = exc
         if infra is None:
             raise
         return [infra] * len(jobs)
@@ -133,26 +138,42 @@ def _outcome(job: _Job, response: Any, recorder: ReplayRecorder | None) -> Outco
 
 
 def grade_jobs_batched(
-    client: Any, jobs: Sequence[_Job], recorder: ReplayRecorder | None
-) -> list[Outcome] | None:
+    client: Any,
+    jobs: Sequence[_Job],
+    recorder: ReplayRecorder | None,
+    *,
+    per_request: int = BATCH_ITEMS,
+    on_chunk: Callable[[list[tuple[int, Outcome]]], bool] | None = None,
+) -> list[Outcome | None] | None:
     """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
 
-    ``None`` when the client or its node has no batch route (grade exec by exec then).
+    Requests of ``per_request`` items go one after another (so at most that
+    many execs are in flight). ``on_chunk`` gets each request's
+    ``(index, outcome)`` pairs as they arrive and returns False to stop (the
+    jobs not sent stay ``None``). ``None`` when the client or its node has no
+    batch route: nothing ran, grade exec by exec then.
     """
     if not supports_batches(client):
         return None
-    if not jobs:
-        return []
-    chunks = [list(jobs[i : i + BATCH_ITEMS]) for i in range(0, len(jobs), BATCH_ITEMS)]
-    if len(chunks) == 1:
-        answers = [_chunk(client, chunks[0])]
-    else:
-        with ThreadPoolExecutor(min(len(chunks), _PARALLEL_REQUESTS)) as pool:
-            answers = list(pool.map(lambda chunk: _chunk(client, chunk), chunks))
-    if any(answer is None for answer in answers):
-        return None  # no batch route after all: nothing ran through it
-    responses = [response for answer in answers if answer is not None for response in answer]
-    return [_outcome(job, r, recorder) for job, r in zip(jobs, responses, strict=True)]
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    step = max(1, min(per_request, BATCH_ITEMS))
+    for start in range(0, len(jobs), step):
+        chunk = list(jobs[start : start + step])
+        responses = _chunk(client, chunk)
+        if responses is None:
+            if start == 0:
+                return None
+            # the route went away between two requests (another node behind the URL?)
+            responses = [CollimateError("the node's batch route disappeared")] * len(chunk)
+        done = [
+            (start + i, _outcome(job, response, recorder))
+            for i, (job, response) in enumerate(zip(chunk, responses, strict=True))
+        ]
+        for index, outcome in done:
+            outcomes[index] = outcome
+        if on_chunk is not None and on_chunk(done) is False:
+            break
+    return outcomes
 
 
 def grade_items(
@@ -185,4 +206,7 @@ def grade_items(
         )
         for completion, spec, seed, session_id in items
     ]
-    return grade_jobs_batched(client, jobs, recorder)
+    outcomes = grade_jobs_batched(client, jobs, recorder)
+    if outcomes is None:
+        return None
+    return [o if o is not None else CollimateError("not graded") for o in outcomes]

@@ -508,9 +508,8 @@ def grade_batch(
         spec: one spec for all, or one per completion.
         seeds: ``None`` (fresh per exec), one seed for all (common random
             numbers), or one per completion.
-        concurrency: at most this many execs in flight (on our local node the
-            grades go in batch requests instead, and the node's own in-flight
-            cap bounds them).
+        concurrency: at most this many execs in flight (on our local node:
+            batch requests of that many grades, up to 64, one at a time).
         on_infra_error: ``"raise"`` (default: the lowest-index infrastructure
             error propagates after in-flight grades finish; resample the
             group), ``"zero"`` (that slot gets reward 0.0 with
@@ -540,16 +539,23 @@ def grade_batch(
         return []
     from collimate_rl.grading._batched import grade_jobs_batched  # our node: one request
 
-    batched = grade_jobs_batched(client, jobs, recorder)
-    if batched is not None:
-        for index, outcome in enumerate(batched):
+    finished = 0
+
+    def take(chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
+        nonlocal finished
+        for index, outcome in chunk:
             if isinstance(outcome, CollimateError):
                 errors[index] = outcome
             else:
                 results[index] = outcome
             _report_result(on_result, jobs, index, results, errors, on_infra_error)
+            finished += 1
             if progress is not None:
-                progress(index + 1, len(jobs))
+                progress(finished, len(jobs))
+        return not (errors and on_infra_error == "raise")
+
+    batched = grade_jobs_batched(client, jobs, recorder, per_request=concurrency, on_chunk=take)
+    if batched is not None:
         return _assemble(jobs, results, errors, on_infra_error)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs))) as pool:
         futures: dict[Future[GradeResult], int] = {
