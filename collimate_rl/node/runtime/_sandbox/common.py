@@ -20,19 +20,21 @@ def log_exception(what: str) -> None:
         pass
 
 
-def freeze_heap(collect: bool = True) -> None:
+def freeze_heap(collect: bool = True, trim: bool = True) -> None:
     """Move every live object out of the GC's reach before serving forks.
 
     A collection in a forked child would touch every object header and
     copy-on-write most of the parent's heap (slow under virtualization).
-    Free heap memory goes back to the kernel first (``malloc_trim``): every
-    fork copies the page tables of what stays resident.
+    With ``trim`` (the master: every session forks its image), free heap
+    memory goes back to the kernel first (``malloc_trim``): every fork copies
+    the page tables of what stays resident.
     """
     import gc
 
     if collect:
         gc.collect()
-    release_free_memory()
+    if trim:
+        release_free_memory()
     gc.freeze()
 
 

@@ -212,9 +212,8 @@ class SessionSetup:
             lowers=lowers,
             gen=0,
         )
-        freeze_heap(collect=False)
-        server.start_factory()  # before this server reads any request
-        server.start_service(key, self.sock_dir)
+        freeze_heap(collect=False, trim=False)
+        server.start_service(key, self.sock_dir)  # F starts at the first connection
         os.write(w, b"ready\n")
         os.close(w)
         server.serve()
