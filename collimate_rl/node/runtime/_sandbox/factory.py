@@ -4,8 +4,8 @@ Stdlib only, Python 3.10+, loaded by the supervisor (next to it, in the
 read-only ``/.collimate/sup``) before any session exists; importing it has
 no side effects.
 
-Each isolated session server forks one F right after its session setup,
-*before it reads any request*, so F's memory never held request data. F
+Each isolated session server forks one F when its first connection is ready
+to accept, *before it reads any request*, so F's memory never held request data. F
 hides ``/.collimate``, drops every capability, sets ``no_new_privs``, loads
 the exec seccomp filter and marks itself non-dumpable (same-uid processes
 cannot read or write its memory; its children inherit that). It then only

@@ -5,7 +5,8 @@ session: they join the parent's user and mount namespaces first), and in
 the new session server (pid 1 of its own user/pid/net/ipc/mount
 namespaces), which mounts its ``/proc``, its size-limited tmpfs with the
 overlay layers, ``/tmp``, ``/dev/shm`` and a private devpts, starts its
-factory F (and service keeper K) before it reads any request, and serves.
+service keeper K, and serves; its factory F starts at the first connection,
+before anything is read from it.
 The ``none`` driver's sessions are plain forks with a copied directory.
 """
 
