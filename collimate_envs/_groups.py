@@ -17,6 +17,7 @@ from collimate_rl.errors import (
     CollimateSessionGoneError,
 )
 from collimate_rl.sandbox import Sandbox
+from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
 
 __all__ = ["GroupSessions", "MemberForker", "SessionLedger"]
 
@@ -209,11 +210,13 @@ def _delete_together(client: Any, session_ids: list[str]) -> list[str]:
     every id is left for the per-session ``DELETE`` (which never raises).
     """
     delete_many = getattr(client, "delete_sessions", None)
-    if not callable(delete_many):
+    if not callable(delete_many) or not has_batch_route(client):
         return session_ids
     try:
         delete_many(session_ids)  # ids it calls missing are gone already (reaped, lost)
-    except CollimateError:
+    except CollimateError as exc:
+        if is_missing_route(exc):
+            forget_batch_route(client)
         return session_ids
     return []
 

@@ -16,17 +16,10 @@ True
 
 from __future__ import annotations
 
-import contextlib
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from collimate_rl.errors import (
-    CollimateError,
-    CollimateNotFoundError,
-    CollimateTaskError,
-    CollimateTransportError,
-)
+from collimate_rl.errors import CollimateError, CollimateTaskError, CollimateTransportError
 from collimate_rl.grading.grade import (
     _WARM,
     _finish,
@@ -37,6 +30,7 @@ from collimate_rl.grading.grade import (
     _task_failure,
 )
 from collimate_rl.grading.result import GradeResult
+from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
 
 if TYPE_CHECKING:
     from collimate_rl.grading.replay import ReplayRecorder
@@ -52,29 +46,9 @@ Outcome = GradeResult | CollimateError
 BatchItem = tuple[str, "RewardSpec", "str | None", "str | None"]
 
 
-class _Unsupported:
-    """Clients whose node answered that it has no batch route (weakly held)."""
-
-    def __init__(self) -> None:
-        self._seen: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-
-    def __contains__(self, client: Any) -> bool:
-        try:
-            return client in self._seen
-        except TypeError:
-            return False
-
-    def add(self, client: Any) -> None:
-        with contextlib.suppress(TypeError):
-            self._seen[client] = True
-
-
-_UNSUPPORTED = _Unsupported()
-
-
 def supports_batches(client: Any) -> bool:
     """Whether grades for ``client`` may go through ``exec_batch``."""
-    return callable(getattr(client, "exec_batch", None)) and client not in _UNSUPPORTED
+    return has_batch_route(client)
 
 
 def _item(job: _Job, warm: bool) -> dict[str, Any]:
@@ -90,12 +64,10 @@ def _send(client: Any, jobs: Sequence[_Job], warm: list[bool]) -> list[Any] | No
     """One batch request; per job its response or error. None: the node has no batch route."""
     try:
         return list(client.exec_batch([_item(job, w) for job, w in zip(jobs, warm, strict=True)]))
-    except CollimateNotFoundError as exc:
-        if exc.error_code == "not_found":
-            _UNSUPPORTED.add(client)
-            return None
-        return [exc] * len(jobs)
     except Exception as exc:
+        if is_missing_route(exc):
+            forget_batch_route(client)
+            return None
         infra = _infra(exc)
         if infra is None and isinstance(exc, RuntimeError):  # e.g. its client was closed
             infra = CollimateTransportError(f"exec request failed: {exc}")
