@@ -16,7 +16,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from collimate_rl.errors import CollimateError, CollimateTaskError, CollimateTransportError
@@ -36,7 +36,14 @@ if TYPE_CHECKING:
     from collimate_rl.grading.replay import ReplayRecorder
     from collimate_rl.grading.specs import RewardSpec
 
-__all__ = ["BATCH_ITEMS", "BatchItem", "grade_items", "grade_jobs_batched", "supports_batches"]
+__all__ = [
+    "BATCH_ITEMS",
+    "BatchItem",
+    "agrade_jobs_batched",
+    "grade_items",
+    "grade_jobs_batched",
+    "supports_batches",
+]
 
 #: Most items per request (the node takes up to 1,024).
 BATCH_ITEMS = 64
@@ -60,39 +67,43 @@ def _item(job: _Job, warm: bool) -> dict[str, Any]:
     return item
 
 
-def _send(client: Any, jobs: Sequence[_Job], warm: list[bool]) -> list[Any] | None:
-    """One batch request; per job its response or error. None: the node has no batch route."""
-    try:
-        return list(client.exec_batch([_item(job, w) for job, w in zip(jobs, warm, strict=True)]))
-    except Exception as exc:
-        if is_missing_route(exc):
-            forget_batch_route(client)
-            return None
-        infra = _infra(exc)
-        if infra is None and isinstance(exc, RuntimeError):  # e.g. its client was closed
-            infra = CollimateTransportError(f"exec request failed: {exc}")
-            infra.__cause__ = exc
-        if infra is None:
-            raise
-        return [infra] * len(jobs)
+#: What the batch flow asks its driver: ``("send", items)`` -> the node's answers (or the
+#: exception the request raised); ``("done", pairs)`` -> whether to go on.
+Ask = tuple[str, Any]
+_GONE = "the node's batch route disappeared"
 
 
-def _chunk(client: Any, jobs: Sequence[_Job]) -> list[Any] | None:
-    """Responses (or errors) for ``jobs``: the warm stub where it may work, then the misses."""
-    warm = [_WARM.warm(client)] * len(jobs)
-    responses = _send(client, jobs, warm)
-    if responses is None:
+def _answers(client: Any, reply: Any, count: int) -> list[Any] | None:
+    """A request's answers, per item; None when the node has no batch route."""
+    if not isinstance(reply, BaseException):
+        return list(reply)
+    if is_missing_route(reply):
+        forget_batch_route(client)
         return None
-    missed = [i for i, r in enumerate(responses) if warm[i] and not isinstance(r, Exception)]
-    missed = [i for i in missed if _missed(responses[i])]
+    infra = _infra(reply)
+    if infra is None and isinstance(reply, RuntimeError):  # e.g. its client was closed
+        infra = CollimateTransportError(f"exec request failed: {reply}")
+        infra.__cause__ = reply
+    if infra is None:
+        raise reply
+    return [infra] * count
+
+
+def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any] | None]:
+    """Answers for ``jobs``: the warm stub where it may work, then the full program for misses."""
+    warm = _WARM.warm(client)
+    reply = yield ("send", [_item(job, warm) for job in jobs])
+    answers = _answers(client, reply, len(jobs))
+    if answers is None or not warm:
+        return answers
+    missed = [i for i, r in enumerate(answers) if not isinstance(r, Exception) and _missed(r)]
     if missed:
         _WARM.missed(client)
-        again = _send(client, [jobs[i] for i in missed], [False] * len(missed))
-        if again is None:  # the route went away between two requests: per-exec errors
-            again = [CollimateError("the node's batch route disappeared")] * len(missed)
-        for i, response in zip(missed, again, strict=True):
-            responses[i] = response
-    return responses
+        reply = yield ("send", [_item(jobs[i], False) for i in missed])
+        again = _answers(client, reply, len(missed)) or [CollimateError(_GONE)] * len(missed)
+        for i, answer in zip(missed, again, strict=True):
+            answers[i] = answer
+    return answers
 
 
 def _outcome(job: _Job, response: Any, recorder: ReplayRecorder | None) -> Outcome:
@@ -109,13 +120,39 @@ def _outcome(job: _Job, response: Any, recorder: ReplayRecorder | None) -> Outco
     return result
 
 
+def _flow(
+    client: Any, jobs: Sequence[_Job], recorder: ReplayRecorder | None, per_request: int
+) -> Generator[Ask, Any, list[Outcome | None] | None]:
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    step = max(1, min(per_request, BATCH_ITEMS))
+    for start in range(0, len(jobs), step):
+        chunk = list(jobs[start : start + step])
+        answers = yield from _request(client, chunk)
+        if answers is None:
+            if start == 0:
+                return None
+            answers = [CollimateError(_GONE)] * len(chunk)  # another node behind the URL?
+        done = [
+            (start + i, _outcome(job, answer, recorder))
+            for i, (job, answer) in enumerate(zip(chunk, answers, strict=True))
+        ]
+        for index, outcome in done:
+            outcomes[index] = outcome
+        if not (yield ("done", done)):
+            break
+    return outcomes
+
+
+OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
+
+
 def grade_jobs_batched(
     client: Any,
     jobs: Sequence[_Job],
     recorder: ReplayRecorder | None,
     *,
     per_request: int = BATCH_ITEMS,
-    on_chunk: Callable[[list[tuple[int, Outcome]]], bool] | None = None,
+    on_chunk: OnChunk | None = None,
 ) -> list[Outcome | None] | None:
     """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
 
@@ -127,25 +164,49 @@ def grade_jobs_batched(
     """
     if not supports_batches(client):
         return None
-    outcomes: list[Outcome | None] = [None] * len(jobs)
-    step = max(1, min(per_request, BATCH_ITEMS))
-    for start in range(0, len(jobs), step):
-        chunk = list(jobs[start : start + step])
-        responses = _chunk(client, chunk)
-        if responses is None:
-            if start == 0:
-                return None
-            # the route went away between two requests (another node behind the URL?)
-            responses = [CollimateError("the node's batch route disappeared")] * len(chunk)
-        done = [
-            (start + i, _outcome(job, response, recorder))
-            for i, (job, response) in enumerate(zip(chunk, responses, strict=True))
-        ]
-        for index, outcome in done:
-            outcomes[index] = outcome
-        if on_chunk is not None and on_chunk(done) is False:
-            break
-    return outcomes
+    flow = _flow(client, jobs, recorder, per_request)
+    reply: Any = None
+    try:
+        while True:
+            kind, value = flow.send(reply)
+            if kind == "send":
+                try:
+                    reply = client.exec_batch(value)
+                except Exception as exc:
+                    reply = exc
+            else:
+                reply = on_chunk(value) if on_chunk is not None else True
+    except StopIteration as stop:
+        result: list[Outcome | None] | None = stop.value
+        return result
+
+
+async def agrade_jobs_batched(
+    client: Any,
+    jobs: Sequence[_Job],
+    recorder: ReplayRecorder | None,
+    *,
+    per_request: int = BATCH_ITEMS,
+    on_chunk: OnChunk | None = None,
+) -> list[Outcome | None] | None:
+    """The async twin of :func:`grade_jobs_batched` (an async client's ``exec_batch``)."""
+    if not supports_batches(client):
+        return None
+    flow = _flow(client, jobs, recorder, per_request)
+    reply: Any = None
+    try:
+        while True:
+            kind, value = flow.send(reply)
+            if kind == "send":
+                try:
+                    reply = await client.exec_batch(value)
+                except Exception as exc:
+                    reply = exc
+            else:
+                reply = on_chunk(value) if on_chunk is not None else True
+    except StopIteration as stop:
+        result: list[Outcome | None] | None = stop.value
+        return result
 
 
 def grade_items(

@@ -467,6 +467,33 @@ def _report_result(
         on_result(index, result)
 
 
+def _chunk_taker(
+    jobs: list[_Job],
+    results: list[GradeResult | None],
+    errors: dict[int, CollimateError],
+    on_infra_error: str,
+    on_result: ResultCallback | None,
+    progress: ProgressCallback | None,
+) -> Callable[[list[tuple[int, GradeResult | CollimateError]]], bool]:
+    """Files a batch request's outcomes as they arrive; False once a ``"raise"`` batch failed."""
+    finished = 0
+
+    def take(chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
+        nonlocal finished
+        for index, outcome in chunk:
+            if isinstance(outcome, CollimateError):
+                errors[index] = outcome
+            else:
+                results[index] = outcome
+            _report_result(on_result, jobs, index, results, errors, on_infra_error)
+            finished += 1
+            if progress is not None:
+                progress(finished, len(jobs))
+        return not (errors and on_infra_error == "raise")
+
+    return take
+
+
 def _assemble(
     jobs: list[_Job],
     results: list[GradeResult | None],
@@ -539,21 +566,7 @@ def grade_batch(
         return []
     from collimate_rl.grading._batched import grade_jobs_batched  # our node: one request
 
-    finished = 0
-
-    def take(chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
-        nonlocal finished
-        for index, outcome in chunk:
-            if isinstance(outcome, CollimateError):
-                errors[index] = outcome
-            else:
-                results[index] = outcome
-            _report_result(on_result, jobs, index, results, errors, on_infra_error)
-            finished += 1
-            if progress is not None:
-                progress(finished, len(jobs))
-        return not (errors and on_infra_error == "raise")
-
+    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
     batched = grade_jobs_batched(client, jobs, recorder, per_request=concurrency, on_chunk=take)
     if batched is not None:
         return _assemble(jobs, results, errors, on_infra_error)
@@ -615,6 +628,16 @@ async def agrade_batch(
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}
+    if not jobs:
+        return []
+    from collimate_rl.grading._batched import agrade_jobs_batched  # our node: one request
+
+    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
+    batched = await agrade_jobs_batched(
+        client, jobs, recorder, per_request=concurrency, on_chunk=take
+    )
+    if batched is not None:
+        return _assemble(jobs, results, errors, on_infra_error)
     limiter = anyio.CapacityLimiter(concurrency)
     done = 0
 

@@ -130,3 +130,24 @@ def test_the_forgery_battery_scores_zero_on_the_batch_path(client: Any, kind: st
     for attack, result in zip(ATTACKS, results, strict=True):
         assert not result.infra_error, (attack, result)
         assert (result.reward, result.passed) == (0.0, 0), (attack, result)
+
+
+@pytest.mark.anyio
+async def test_agrade_batch_takes_the_batch_route_too(node: Any) -> None:
+    from collimate_rl.grading import agrade_batch
+    from collimate_rl.wire import AsyncCollimateClient
+
+    calls = []
+
+    class AsyncCounting(AsyncCollimateClient):
+        async def exec_batch(self, items: Any) -> Any:
+            calls.append(len(items))
+            return await super().exec_batch(items)
+
+    async with AsyncCounting(unix_socket=str(node.socket_path)) as client:
+        results = await agrade_batch(
+            client, TEMPLATE, [RIGHT, HALF, WRONG], SPEC, seeds=SEED, extract=False
+        )
+    assert calls == [3]
+    assert [r.reward for r in results] == [1.0, 0.5, 0.0]
+    assert {r.seed_ack for r in results} == {"verified"}
