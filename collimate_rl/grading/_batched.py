@@ -16,10 +16,19 @@ True
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from collimate_rl.errors import CollimateError, CollimateTaskError, CollimateTransportError
+import anyio
+
+from collimate_rl.errors import (
+    CollimateCapacityError,
+    CollimateError,
+    CollimateTaskError,
+    CollimateTransportError,
+)
 from collimate_rl.grading.grade import (
     _WARM,
     _finish,
@@ -68,7 +77,8 @@ def _item(job: _Job, warm: bool) -> dict[str, Any]:
 
 
 #: What the batch flow asks its driver: ``("send", items)`` -> the node's answers (or the
-#: exception the request raised); ``("done", pairs)`` -> whether to go on.
+#: exception the request raised); ``("sleep", seconds)`` -> None; ``("done", pairs)`` ->
+#: whether to go on.
 Ask = tuple[str, Any]
 _GONE = "the node's batch route disappeared"
 
@@ -90,11 +100,27 @@ def _answers(client: Any, reply: Any, count: int) -> list[Any] | None:
 
 
 def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any] | None]:
-    """Answers for ``jobs``: the warm stub where it may work, then the full program for misses."""
+    """Answers for ``jobs``: the warm stub where it may work, then the full program for misses.
+
+    Items the node shed (``at_capacity``: they did not run) are resent, like a
+    single exec's 503, up to the client's ``retries`` with its backoff.
+    """
     warm = _WARM.warm(client)
     reply = yield ("send", [_item(job, warm) for job in jobs])
     answers = _answers(client, reply, len(jobs))
-    if answers is None or not warm:
+    if answers is None:
+        return None
+    retries, backoff = int(getattr(client, "retries", 0)), float(getattr(client, "backoff", 0.15))
+    for attempt in range(retries):
+        shed = [i for i, r in enumerate(answers) if isinstance(r, CollimateCapacityError)]
+        if not shed:
+            break
+        yield ("sleep", random.uniform(0, backoff * 2**attempt))
+        reply = yield ("send", [_item(jobs[i], warm) for i in shed])
+        again = _answers(client, reply, len(shed)) or [CollimateError(_GONE)] * len(shed)
+        for i, answer in zip(shed, again, strict=True):
+            answers[i] = answer
+    if not warm:
         return answers
     missed = [i for i, r in enumerate(answers) if not isinstance(r, Exception) and _missed(r)]
     if missed:
@@ -174,6 +200,9 @@ def grade_jobs_batched(
                     reply = client.exec_batch(value)
                 except Exception as exc:
                     reply = exc
+            elif kind == "sleep":
+                time.sleep(value)
+                reply = None
             else:
                 reply = on_chunk(value) if on_chunk is not None else True
     except StopIteration as stop:
@@ -202,6 +231,9 @@ async def agrade_jobs_batched(
                     reply = await client.exec_batch(value)
                 except Exception as exc:
                     reply = exc
+            elif kind == "sleep":
+                await anyio.sleep(value)
+                reply = None
             else:
                 reply = on_chunk(value) if on_chunk is not None else True
     except StopIteration as stop:

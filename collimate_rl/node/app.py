@@ -44,9 +44,11 @@ The batch extensions (GRPO groups in one request): ``POST /v1/exec/batch`` with
 (1..1024 items; no ``session_id``: a one-shot exec in ``template_id``) runs the
 items concurrently and answers 200 ``{"results": [...]}`` in item order, each an
 exec response or ``{"error", "error_code", "status"}`` (the status the single
-route would have answered). The batch is admitted as a whole: 503
-``at_capacity``/``draining`` means nothing ran; its items then wait for running
-slots. ``POST /v1/sessions/delete`` with ``{"session_ids": [...]}`` deletes them
+route would have answered). Admission takes a place per item, in order, while
+places (running slots plus queue) are free: none free is 503 ``at_capacity``
+for the batch (nothing ran), and items past the free places get
+``at_capacity`` as their own error (they did not run); admitted items wait for
+running slots. ``POST /v1/sessions/delete`` with ``{"session_ids": [...]}`` deletes them
 together and answers ``{"deleted": [...], "missing": [...]}``.
 
 >>> from collimate_rl.node.runtime.base import Isolation

@@ -259,14 +259,14 @@ class Node:
 
     @contextlib.asynccontextmanager
     async def _admitted(self, *, batched: bool = False) -> AsyncIterator[None]:
-        # A batch's items were admitted with the batch: they wait for slots, FIFO.
+        # A batch's items had their places reserved with the batch (see exec_batch).
         self._refuse_if_draining()
         try:
             if not batched:
                 self.admission.check()  # no await between this check and the slot's own
         except AtCapacity as exc:
             raise NodeError("at_capacity", str(exc)) from exc
-        async with self.admission.slot(queue_cap=not batched):
+        async with self.admission.slot(reserved=batched):
             yield
 
     # -- operations ------------------------------------------------------
@@ -382,26 +382,38 @@ class Node:
     async def exec_batch(self, items: list[BatchExecItem]) -> dict[str, Any]:
         """Run many execs concurrently; each item's result or error, in order.
 
-        The batch is admitted as a whole (``at_capacity`` or ``draining`` before
-        anything ran); its items then wait for running slots like any exec, and
-        an item's failure (an unknown session, a lost sandbox) is that item's
+        Admission reserves a place per item, in order, as far as places are
+        free: 503 ``at_capacity`` (or ``draining``) for the whole batch when
+        none is, before anything ran; otherwise the items past the free places
+        get ``at_capacity`` as their own error (they did not run; safe to
+        resend). Admitted items wait for running slots like any exec. An item's
+        failure (an unknown session, a lost sandbox) is that item's
         ``{"error", "error_code", "status"}``, never the batch's.
         """
         self._refuse_if_draining()
-        try:
-            self.admission.check()
-        except AtCapacity as exc:
-            raise NodeError("at_capacity", str(exc)) from exc
-
-        async def one(item: BatchExecItem) -> dict[str, Any]:
+        admitted = self.admission.reserve(len(items))
+        if not admitted:
             try:
+                self.admission.check()
+            except AtCapacity as exc:
+                raise NodeError("at_capacity", str(exc)) from exc
+
+        async def one(index: int, item: BatchExecItem) -> dict[str, Any]:
+            try:
+                if index >= admitted:
+                    raise NodeError("at_capacity", "node at capacity: this batch item was shed")
                 if item.session_id is not None:
                     return await self.exec_in_session(item.session_id, item, batched=True)
                 return await self.exec_once(item, batched=True)
             except NodeError as exc:
                 return {"error": exc.message, "error_code": exc.code, "status": exc.status}
 
-        return {"results": list(await asyncio.gather(*(one(item) for item in items)))}
+        try:
+            results = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+        finally:
+            if admitted:
+                self.admission.release(admitted)
+        return {"results": list(results)}
 
     async def delete_many(self, session_ids: list[str]) -> dict[str, Any]:
         """Delete sessions; which were deleted and which did not exist."""

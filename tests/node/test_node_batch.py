@@ -82,15 +82,24 @@ def test_delete_many(http: httpx.Client, template: str) -> None:
         assert http.post(f"/v1/sessions/{sid}/exec", json={"command": "true"}).status_code == 404
 
 
-def test_a_batch_beyond_the_queue_waits_instead_of_503(
+def test_items_past_the_free_places_are_shed_not_run(
     node_factory: Callable[..., ThreadedNode],
 ) -> None:
-    node = node_factory(max_inflight=1, queue=0)
+    node = node_factory(max_inflight=1, queue=1)
     with node.client() as http:
         template = python_template(http.get("/v1/health").json()["templates"])
-        items = [{"template_id": template, "code": f"print({i})"} for i in range(4)]
+        items = [
+            {"template_id": template, "code": f"open('/tmp/ran', 'a'); print({i})"}
+            for i in range(5)
+        ]
         results = http.post("/v1/exec/batch", json={"items": items}).json()["results"]
-        assert [r["stdout"] for r in results] == [f"{i}\n" for i in range(4)]
+        assert [r["stdout"] for r in results[:2]] == ["0\n", "1\n"]
+        for shed in results[2:]:
+            assert (shed["error_code"], shed["status"]) == ("at_capacity", 503)
+        # the places are free again once the batch ended
+        assert http.get("/v1/health").json()["queued"] == 0
+        again = http.post("/v1/exec/batch", json={"items": items[:2]}).json()["results"]
+        assert [r["stdout"] for r in again] == ["0\n", "1\n"]
 
 
 def test_a_draining_node_refuses_the_whole_batch(
