@@ -21,6 +21,9 @@ POST     /v1/sessions/delete           200    400
 Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
 ``payload_too_large``, 500 ``internal_error`` (a short message, never a
 traceback). Request bodies are read as JSON whatever their ``Content-Type``.
+With a token (``serve --token-file``), 401 ``unauthorized`` for any request
+without ``Authorization: Bearer <token>``, before anything else. An exec whose
+client disconnects is cancelled: its processes are killed, its slot is freed.
 
 The fork extension (not in the daemon contract): ``POST /v1/sessions/{id}/fork``
 with ``{"count": 1..256}`` (default 1) copy-on-write forks an idle session and
@@ -37,7 +40,13 @@ template (201 ``{"template_id", "base", "bake_time_ms", "templates"}``). An
 optional ``"ready": {"cmd", "ports", "http", "http_timeout_s", "env"}`` (the
 gateway's ReadySpec) with ``ports`` makes every session run ``cmd`` as a server;
 its create response then carries ``"endpoints": {"<port>": "127.0.0.1:<p>"}``
-(see docs/services.md).
+(see docs/services.md). ``"network": true`` makes the template networked and
+``"egress": {...}`` gives it a default policy.
+
+Egress (docs/egress.md): ``POST /v1/sessions`` and ``POST /v1/exec`` take an
+``egress`` policy for networked templates (every built-in has a twin
+``<id>-net``); ``GET /v1/sessions/{id}`` of a networked session shows the
+policy and the proxy's counters under ``egress``.
 
 The batch extensions (GRPO groups in one request): ``POST /v1/exec/batch`` with
 ``{"items": [{"session_id": id | null, "template_id", ...exec fields}, ...]}``
@@ -75,7 +84,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from collimate_rl import __version__
+from collimate_rl.node.auth import BearerTokenMiddleware
 from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.disconnect import ClientGone, on_client_gone, until_client_leaves
 from collimate_rl.node.errors import (
     CatchAllMiddleware,
     error_response,
@@ -150,8 +161,8 @@ async def create_session(req: CreateSessionRequest, node: NodeDep) -> JSONRespon
     tags=["sessions"],
 )
 async def get_session(session_id: str, node: NodeDep) -> JSONResponse:
-    """One session's info."""
-    return JSONResponse(node.sessions.get(session_id).info())
+    """One session's info (a networked session's egress policy and counters too)."""
+    return JSONResponse(node.sessions.get(session_id).info(detail=True))
 
 
 @router.delete(
@@ -177,9 +188,15 @@ async def delete_session(session_id: str, node: NodeDep) -> JSONResponse:
     responses=_errors(400, 404, 410, 500, 503),
     tags=["exec"],
 )
-async def exec_in_session(session_id: str, req: ExecRequest, node: NodeDep) -> JSONResponse:
-    """Run a command, argv list or code in a session (files written first)."""
-    return JSONResponse(await node.exec_in_session(session_id, req))
+async def exec_in_session(
+    session_id: str, req: ExecRequest, node: NodeDep, request: Request
+) -> JSONResponse:
+    """Run a command, argv list or code in a session (files written first).
+
+    A client that disconnects first cancels it (see :mod:`collimate_rl.node.disconnect`).
+    """
+    work = node.exec_in_session(session_id, req)
+    return JSONResponse(await until_client_leaves(request.receive, work))
 
 
 @router.post(
@@ -216,15 +233,18 @@ async def fork_session(
     tags=["exec"],
 )
 @router.post("/exec", response_model=ExecResponse, include_in_schema=False)
-async def exec_once(req: OneShotExecRequest, node: NodeDep) -> JSONResponse:
-    """One-shot exec: create a session, run, and always delete it."""
-    return JSONResponse(await node.exec_once(req))
+async def exec_once(req: OneShotExecRequest, node: NodeDep, request: Request) -> JSONResponse:
+    """One-shot exec: create a session, run, and always delete it (also when the client leaves)."""
+    return JSONResponse(await until_client_leaves(request.receive, node.exec_once(req)))
 
 
 @router.post("/v1/exec/batch", responses=_errors(400, 503), tags=["exec"])
-async def exec_batch(req: BatchExecRequest, node: NodeDep) -> JSONResponse:
-    """Many execs in one request, each in its session or one-shot (local-node extension)."""
-    return JSONResponse(await node.exec_batch(req.items))
+async def exec_batch(req: BatchExecRequest, node: NodeDep, request: Request) -> JSONResponse:
+    """Many execs in one request, each in its session or one-shot (local-node extension).
+
+    A client that disconnects first cancels every item still running.
+    """
+    return JSONResponse(await until_client_leaves(request.receive, node.exec_batch(req.items)))
 
 
 @router.post("/v1/sessions/delete", responses=_errors(400), tags=["sessions"])
@@ -300,7 +320,11 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def create_app(
-    runtime: Runtime, config: NodeConfig | None = None, *, manage_lifecycle: bool = True
+    runtime: Runtime,
+    config: NodeConfig | None = None,
+    *,
+    manage_lifecycle: bool = True,
+    token: str | None = None,
 ) -> FastAPI:
     """Build the node's ASGI app around ``runtime``.
 
@@ -313,6 +337,8 @@ def create_app(
         runtime: the sandbox runtime (not yet started).
         config: the node's tunables.
         manage_lifecycle: start and close the node in the ASGI lifespan.
+        token: require ``Authorization: Bearer <token>`` on every request
+            (:mod:`collimate_rl.node.auth`); ``None``: no auth, as the daemon.
     """
     node = Node(runtime, config)
 
@@ -337,9 +363,12 @@ def create_app(
     )
     app.state.node = node
     install_error_handlers(app)
+    app.add_exception_handler(ClientGone, on_client_gone)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
+    if token is not None:  # outermost: a request without it reaches nothing else
+        app.add_middleware(BearerTokenMiddleware, token=token)
     app.include_router(router)
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]
     return app

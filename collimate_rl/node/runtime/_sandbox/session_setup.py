@@ -5,8 +5,9 @@ session: they join the parent's user and mount namespaces first), and in
 the new session server (pid 1 of its own user/pid/net/ipc/mount
 namespaces), which mounts its ``/proc``, its size-limited tmpfs with the
 overlay layers, ``/tmp``, ``/dev/shm`` and a private devpts, starts its
-service keeper K, and serves; its factory F starts at the first connection,
-before anything is read from it.
+service keeper K (and for a networked session the egress relay R), and
+serves; its factory F starts at the first connection, before anything is read
+from it.
 The ``none`` driver's sessions are plain forks with a copied directory.
 """
 
@@ -78,7 +79,9 @@ class SessionSetup:
             os._exit(1)
         os._exit(0)
 
-    def _clone_sessions(self, jobs: list[tuple[str, list[str], int]], ns_fds: list[int]) -> None:
+    def _clone_sessions(
+        self, jobs: list[tuple[str, list[str], int]], ns_fds: list[int], network: bool = False
+    ) -> None:
         """Clone one session server per job, each pid 1 of fresh namespaces.
 
         Runs in the master (fresh sessions) or in a forked helper that first
@@ -116,7 +119,7 @@ class SessionSetup:
                         if other != w:
                             os.close(other)
                     os.close(proc)
-                    self._session_pid1(key, lowers, bool(ns_fds), w, go_r)
+                    self._session_pid1(key, lowers, bool(ns_fds), w, go_r, network)
                 os.close(go_r)
                 try:
                     pdir = os.open(str(pid), os.O_PATH | os.O_DIRECTORY, dir_fd=proc)
@@ -144,7 +147,7 @@ class SessionSetup:
             os._exit(0)
 
     def _session_pid1(
-        self, key: str, lowers: list[str], forked: bool, w: int, go_r: int
+        self, key: str, lowers: list[str], forked: bool, w: int, go_r: int, network: bool
     ) -> None:  # pragma: no cover - runs in the cloned session server
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -155,7 +158,7 @@ class SessionSetup:
             if os.read(go_r, 1) != b"g":  # the creator failed to write our id maps
                 os._exit(1)
             os.close(go_r)
-            self._isolated_session(key, lowers, forked, w)
+            self._isolated_session(key, lowers, forked, w, network)
         except BaseException as exc:
             try:
                 os.write(w, f"error {type(exc).__name__}: {exc}\n".encode())
@@ -165,7 +168,9 @@ class SessionSetup:
             os._exit(1)
         os._exit(0)
 
-    def _isolated_session(self, key: str, lowers: list[str], forked: bool, w: int) -> None:
+    def _isolated_session(
+        self, key: str, lowers: list[str], forked: bool, w: int, network: bool
+    ) -> None:
         # pid 1 of the session's pid namespace
         if not forked:  # forks inherit the parent's private propagation
             mount(None, "/", None, MS_REC | MS_PRIVATE, None)
@@ -212,9 +217,11 @@ class SessionSetup:
             layer_dir=layer_dir,
             lowers=lowers,
             gen=0,
+            networked=network,
         )
         freeze_heap(collect=False, trim=False)
         server.start_service(key, self.sock_dir)  # F starts at the first connection
+        server.start_relay(key, self.sock_dir)
         os.write(w, b"ready\n")
         os.close(w)
         server.serve()
