@@ -460,9 +460,14 @@ def _read_and_unlink(path: str) -> str:
     return text
 
 
-def _emit(nonce: str, frame: dict[str, Any]) -> None:
+def frame_line(nonce: str, frame: dict[str, Any]) -> bytes:
+    """The verdict as the one line the harness prints (with a newline before it)."""
     line = f"\n{RESULT_PREFIX} {nonce} {json.dumps(frame, separators=(',', ':'))}\n"
-    data = line.encode("utf-8", "replace")
+    return line.encode("utf-8", "replace")
+
+
+def _emit(nonce: str, frame: dict[str, Any]) -> None:
+    data = frame_line(nonce, frame)
     with contextlib.suppress(BaseException):
         sys.stdout.flush()
     while data:
@@ -528,6 +533,18 @@ def main(payload_path: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(code_file)
     seed = os.environ.get("COLLIMATE_SEED", "")
+    _emit(payload["nonce"], grade_payload(payload, zygote, seed, started))
+
+
+def grade_payload(
+    payload: dict[str, Any], zygote: Any, seed: str, started: float
+) -> dict[str, Any]:
+    """The verdict frame for ``payload``: run its tests against candidates from ``zygote``.
+
+    ``zygote`` spawns the candidate processes (``spawn(fds, timeout) -> pid``,
+    ``close()``); ``None`` fails closed. Closes the zygote. A node's trusted
+    worker calls this in-process with its own zygote (``collimate_rl.node``).
+    """
     try:
         int(seed, 16)
     except ValueError:
@@ -537,8 +554,7 @@ def main(payload_path: str) -> None:
         # Fail closed: without a pristine zygote the candidate could inherit secrets.
         frame["error"] = "harness error: cannot start a fresh interpreter for the candidate"
         frame["output_tail"] = ""
-        _emit(payload["nonce"], frame)
-        return
+        return frame
     runner = Runner(zygote, payload, started + float(payload.get("budget_seconds", 25.0)))
     grader = Grader(payload, runner, seed)
     try:
@@ -558,4 +574,4 @@ def main(payload_path: str) -> None:
         frame["reward"] = grader.reward
     if grader.error:
         frame["error"] = grader.error
-    _emit(payload["nonce"], frame)
+    return frame

@@ -67,17 +67,18 @@ def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def hide_internals_and_drop_capabilities(cap_last: int) -> None:
+def hide_internals_and_drop_capabilities(cap_last: int, *, bounding: bool = False) -> None:
     """Harden a process that will run sandbox code (an exec, the factory, a service).
 
     In a private mount namespace the node's internal folder becomes an empty,
-    read-only tmpfs, then every capability is dropped (the bounding set stays:
-    it is the session's). The caller loads its seccomp filter last.
+    read-only tmpfs, then every capability is dropped (the bounding set only
+    with ``bounding``: a session server empties it once for its whole session).
+    The caller loads its seccomp filter last.
     """
     unshare(CLONE_NEWNS)
     flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     mount("none", INTERNAL_DIR, "tmpfs", flags, "size=4k,mode=0555")
-    drop_all_capabilities(cap_last, bounding=False)
+    drop_all_capabilities(cap_last, bounding=bounding)
 
 
 def apply_limits(lim: dict[str, Any]) -> None:
