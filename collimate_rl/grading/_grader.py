@@ -252,12 +252,8 @@ class Grader:
             else:
                 records.append((label, "error", _describe(exc)))
 
-        import ast
-
         try:
-            tree = ast.parse(source)
-            tree, static = _rewrite_asserts(tree)
-            code = compile(tree, f"<tests {index}>", "exec")
+            code, static = _compiled_block(source, index)
         except (SyntaxError, ValueError) as exc:
             self.error = "the test code does not compile: " + _describe(exc)
             self.record(f"block {index}", "error", self.error)
@@ -360,6 +356,28 @@ class GraderAPI:
     def record(self, name: str, ok: bool, detail: str = "") -> None:
         """Add a per-test outcome (the reward still comes from ``grade``'s return)."""
         self._grader.record(name, "pass" if ok else "fail", detail)
+
+
+#: Compiled test blocks by (source, index). A node's grading worker runs the same tests
+#: for every member of a group, and compiling (parse, rewrite, compile) is a pure
+#: function of the source; code objects are immutable and run in a fresh namespace.
+_BLOCKS: dict[tuple[str, int], tuple[Any, int]] = {}
+_BLOCKS_MAX = 512
+
+
+def _compiled_block(source: str, index: int) -> tuple[Any, int]:
+    """The test block's code (its asserts rewritten) and how many asserts it has."""
+    key = (source, index)
+    hit = _BLOCKS.get(key)
+    if hit is None:
+        import ast
+
+        tree, static = _rewrite_asserts(ast.parse(source))
+        hit = (compile(tree, f"<tests {index}>", "exec"), static)
+        if len(_BLOCKS) >= _BLOCKS_MAX:
+            _BLOCKS.pop(next(iter(_BLOCKS)))
+        _BLOCKS[key] = hit
+    return hit
 
 
 def _rewrite_asserts(tree: Any) -> tuple[Any, int]:

@@ -45,7 +45,7 @@ from .base import (
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
 from .sandbox_uid import resolve_sandbox_uid
-from .workers import WorkerPool, exec_header, grade_of
+from .workers import WorkerPool, exec_header, grade_of, grade_request
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -391,6 +391,7 @@ class TemplateHost:
             "sys_path": sys_path,
             "none_root": none_root,
             "warm_modules": warm_modules(spec.interpreter),
+            "light": self.light,  # sessions as records, run in boxes (docs/fast-path.md)
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
@@ -764,7 +765,7 @@ class LocalSession:
                     "timeout": float(spec.timeout_seconds),
                     "env": [list(kv) for kv in spec.env],
                 }
-                reply, body = await workers.request(header, payload, timeout)
+                reply, body = await workers.request(*grade_request(header, payload), timeout)
             if reply.get("fallback"):  # not a grade a worker runs: an exec in a box
                 header, data = exec_header(spec)
                 reply, body = await workers.request(dict(header, session=self._key), data, timeout)

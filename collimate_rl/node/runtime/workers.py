@@ -12,7 +12,8 @@ forgotten; the pool starts a fresh one when needed.
 exec the grading layer sends with the node's warm harness, the warm stub for
 its one payload file (``collimate_rl.grading._shipping.warm_stub``).
 
->>> from collimate_rl.grading._shipping import warm_stub
+>>> from collimate_rl.grading._grader import _compiled_block
+from collimate_rl.grading._shipping import warm_stub
 >>> spec = ExecSpec(seed="0" * 64, code=warm_stub("/tmp/p.json"), files=(("/tmp/p.json", b"{}"),))
 >>> grade_of(spec)
 b'{}'
@@ -26,16 +27,18 @@ import asyncio
 import contextlib
 import json
 import logging
+import marshal
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from collimate_rl.grading._grader import _compiled_block
 from collimate_rl.grading._shipping import warm_stub
 
 from .base import ExecSpec, RuntimeError_
 
-__all__ = ["WorkerPool", "exec_header", "grade_of"]
+__all__ = ["WorkerPool", "exec_header", "grade_of", "grade_request"]
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -51,6 +54,48 @@ def grade_of(spec: ExecSpec) -> bytes | None:
     if spec.code is None or spec.code != warm_stub(path):
         return None
     return data
+
+
+#: Compiled test blocks (``marshal``) by (source, index): a group's members share them.
+_BLOCKS: dict[tuple[str, int], tuple[int, bytes]] = {}
+_BLOCKS_MAX = 1024
+
+
+def grade_request(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+    """A worker's grade request: ``payload``, and its test blocks compiled here.
+
+    Compiling an assert block (parse, rewrite the asserts, compile) is a pure
+    function of its source and costs a grade about a millisecond; the members
+    of a GRPO group share their tests but are graded by different workers. So
+    the node compiles each block once (with the same harness function the
+    worker would run, in the same interpreter build) and sends the code along:
+    ``header["compiled"]`` lists ``[index, assert count, size]``, the payload
+    is followed by the ``marshal`` data. A worker that cannot use it compiles.
+    """
+    try:
+        data = json.loads(payload)
+        blocks = data["blocks"] if data.get("kind") == "asserts" else []
+        sources = [str(block["code"]) for block in blocks]
+    except (ValueError, KeyError, TypeError):
+        return header, payload
+    compiled, blobs = [], []
+    for index, source in enumerate(sources):
+        hit = _BLOCKS.get((source, index))
+        if hit is None:
+            try:
+                code, static = _compiled_block(source, index)
+            except (SyntaxError, ValueError):
+                continue  # the worker reports it, as without this
+            hit = (static, marshal.dumps(code))
+            if len(_BLOCKS) >= _BLOCKS_MAX:
+                _BLOCKS.pop(next(iter(_BLOCKS)))
+            _BLOCKS[(source, index)] = hit
+        compiled.append([index, hit[0], len(hit[1])])
+        blobs.append(hit[1])
+    if not compiled:
+        return header, payload
+    header = dict(header, compiled=compiled, payload_size=len(payload))
+    return header, payload + b"".join(blobs)
 
 
 def exec_header(spec: ExecSpec) -> tuple[dict[str, Any], bytes]:

@@ -90,9 +90,9 @@ async def test_no_leaks_after_heavy_use_and_close(
         if not light:
             assert len(list(tmp_state.rglob("*.sock"))) == 1 + 6
         # 6 live sessions: each is exactly two processes (its server and its
-        # factory), or none (light: the template's workers are its only other
-        # processes); closed ones are SIGKILLed and reaped asynchronously
-        expected = 3 + (host.workers.size if light else 2 * 6)  # bwrap x2 + master + ...
+        # factory), or none (light: the template's zygote and workers are its only
+        # other processes); closed ones are SIGKILLed and reaped asynchronously
+        expected = 3 + (1 + host.workers.size if light else 2 * 6)  # bwrap x2 + master + ...
         for _ in range(100):
             host_pids = procs_of_uid(uid)
             if len(host_pids) <= expected:

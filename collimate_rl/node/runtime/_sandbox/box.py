@@ -33,7 +33,7 @@ import os
 import signal
 from typing import Any
 
-from .common import log_exception
+from .common import log_exception, replace_environ
 from .exec_child import ExecJob, run_job
 from .factory import run_main
 from .framing import read_frame, write_all
@@ -49,6 +49,7 @@ from .syscalls import (
     PR_SET_DUMPABLE,
     mount,
     prctl,
+    set_name,
     write_id_maps,
 )
 
@@ -87,6 +88,7 @@ class BoxSpec:
 def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned box
     """The box's life; never returns."""
     try:
+        set_name(f"col-{spec.role}")
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
@@ -152,8 +154,7 @@ def _prepare_candidate(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     env.update(spec.env)
     env.pop(ZYGOTE_ENV, None)
     env["COLLIMATE_SEED"] = spec.seed
-    os.environ.clear()
-    os.environ.update(env)
+    replace_environ(env)
     apply_python_seed(spec.seed)
 
 

@@ -15,9 +15,10 @@ Reply, once the box has hardened itself: ``{"ok": true, "pid": N, "marshal":
 bool}``; or ``{"ok": false, "error": ..., "lost": bool}`` (``lost``: the
 session is gone). A connection that closes takes its live boxes with it.
 
-The clone: the master steps into the session's mount and IPC namespaces and a
-pooled network namespace (``netpool.py``), clones with ``CLONE_NEWUSER |
-CLONE_NEWPID | CLONE_NEWNS`` and steps back; nothing else runs in between.
+The clone: the zygote Z (``zygote.py``) steps into the session's mount and IPC
+namespaces and a pooled network namespace (``netpool.py``), clones with
+``CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_PARENT`` and steps back;
+the box is the master's child, which reaps it.
 """
 
 # ruff: noqa: SIM105
@@ -32,12 +33,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .box import FD_COUNT, BoxSpec, box_main
+from .box import FD_COUNT, BoxSpec
 from .factory import marshal_tag
 from .home import Home
 from .members import Member, Members
 from .netpool import NetPool
-from .syscalls import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, clone_process
+from .syscalls import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER
+from .zygote import Zygote
 
 MAX_REQUEST = 1 << 16
 #: A box that has not said it is ready by then is killed and its spawn fails.
@@ -90,6 +92,11 @@ class Boxes:
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
         self.space = socket.CMSG_SPACE(5 * 4)
+        self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
+
+    def start_zygote(self) -> None:
+        """Fork Z now: before the master has served anything (see ``zygote.py``)."""
+        self._zygote()
 
     # -- connections
     def add_conn(self, sock: socket.socket, key: str) -> None:
@@ -172,10 +179,7 @@ class Boxes:
         spec.ready_w = ready_w
         flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if slot < 0 else 0)
         try:
-            with self.home.inside(mnt=member.mnt, net=slot, ipc=member.ipc):
-                pid = clone_process(flags)
-                if pid == 0:  # pragma: no cover - the box
-                    box_main(spec)
+            pid = self._zygote().clone(spec, flags, member.mnt, member.ipc, slot)
         except BaseException:
             os.close(ready_r)
             self.net.release(slot)
@@ -189,6 +193,19 @@ class Boxes:
         conn.boxes.add(pid)
         self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
         return box
+
+    def _zygote(self) -> Zygote:
+        """Z, (re)started on demand: the master never read a test, so a fork of it is pristine."""
+        if self.zygote is None:
+            self.zygote = Zygote.start(self.home, self.cfg, self.cap_last)
+        return self.zygote
+
+    def zygote_died(self, pid: int) -> bool:
+        if self.zygote is None or self.zygote.pid != pid:
+            return False
+        self.zygote.sock.close()
+        self.zygote = None
+        return True
 
     def on_ready(self, box: Box) -> None:
         try:

@@ -17,6 +17,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .common import replace_environ
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
@@ -190,14 +191,12 @@ def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  
         if has_factory:
             env[ZYGOTE_ENV] = str(ZYGOTE_FD)
         if job.command is not None:
-            os.environ.clear()
-            os.environ.update(env)
+            replace_environ(env)
             write_all(3, job.seed.encode())
             os.close(3)
             os.execve("/bin/sh", ["sh", "-c", job.command], env)
         if job.commands is not None:
-            os.environ.clear()
-            os.environ.update(env)
+            replace_environ(env)
             write_all(3, job.seed.encode())
             os.close(3)
             rc = 0
@@ -214,8 +213,7 @@ def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  
         with open(code_path, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(code)
         env["COLLIMATE_CODE_FILE"] = code_path
-        os.environ.clear()
-        os.environ.update(env)
+        replace_environ(env)
         interp = cfg.get("interpreter", "python3")
         if interp == "python3":
             apply_python_seed(job.seed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 from typing import Any
 
 from .layout import INTERNAL_DIR
@@ -44,12 +45,12 @@ class _CapData(ctypes.Structure):
 
 def drop_bounding_set(cap_last: int) -> None:
     """Empty the capability bounding set (inherited by every later fork)."""
+    call = libc().prctl  # (a tight loop: it runs in every box, see box.py)
     for cap in range(cap_last + 1):
-        try:
-            prctl(PR_CAPBSET_DROP, cap)
-        except OSError as exc:  # EINVAL: unknown to this kernel
-            if exc.errno != errno.EINVAL:
-                raise
+        if call(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            if err != errno.EINVAL:  # EINVAL: unknown to this kernel
+                raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
 
 
 def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:

@@ -37,7 +37,7 @@ from .members import Members
 from .seccomp import build_seccomp_filter
 from .service_link import unlink_service_files
 from .session_setup import SessionSetup
-from .syscalls import PR_SET_CHILD_SUBREAPER, cap_last, prctl
+from .syscalls import PR_SET_CHILD_SUBREAPER, cap_last, prctl, set_name
 
 #: How long the master waits for one host request on an accepted connection.
 _REQUEST_TIMEOUT = 10.0
@@ -84,16 +84,20 @@ class Master(SessionSetup, LightSessions):
                 print(f"collimate master: preload {name!r} failed: {exc!r}", file=sys.stderr)
 
     def run(self) -> None:
+        set_name("col-master")
         _take_low_fds()  # so every descriptor received later is >= 5 (see box.py)
         if self.isolated:
             prctl(PR_SET_CHILD_SUBREAPER, 1)
-            self.start_light()
+            if self.cfg.get("light", True):
+                self.start_light()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         self.preload()
         freeze_heap()
+        if self.boxes is not None:
+            self.boxes.start_zygote()  # a pristine fork: nothing was served yet
         path = os.path.join(self.sock_dir, "master.sock")
         lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lsock.bind(path + ".tmp")
@@ -169,7 +173,7 @@ class Master(SessionSetup, LightSessions):
                 continue
             if pid == 0:
                 return
-            if self.boxes is not None and self.boxes.reaped(pid):
+            if self.boxes is not None and (self.boxes.reaped(pid) or self.boxes.zygote_died(pid)):
                 continue
             if pid in self.workers:
                 self.worker_gone(pid)

@@ -39,7 +39,7 @@ from .common import close_other_fds, log_exception
 from .framing import recv_msg, send_msg
 from .hardening import hide_internals_and_drop_capabilities
 from .seccomp import build_seccomp_filter, load_seccomp
-from .syscalls import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
+from .syscalls import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl, set_name
 from .worker_exec import run_exec
 from .worker_grade import run_grade
 
@@ -137,6 +137,7 @@ def _worker_main(
     ready_w: int,
 ) -> None:  # pragma: no cover - the worker; never returns
     try:
+        set_name(f"col-worker-{wid}")
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)

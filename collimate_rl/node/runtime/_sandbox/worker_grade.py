@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import marshal
 import os
 import signal
 import sys
@@ -91,7 +92,7 @@ class BoxSource:
     def __init__(self, harness: Any, conn: socket.socket) -> None:
         self.harness = harness
         self.conn: socket.socket | None = conn
-        self.program = __import__("marshal").dumps(harness._warm_entry())
+        self.program = _entry(harness)
 
     def spawn(self, fds: list[int], timeout: float) -> int:
         if self.conn is None:
@@ -107,6 +108,37 @@ class BoxSource:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+_ENTRIES: dict[str, bytes] = {}
+
+
+def _entry(harness: Any) -> bytes:
+    """What a candidate box runs: a few bytes entering its warm harness (compiled once)."""
+    digest = str(getattr(harness, "WARM_DIGEST", ""))
+    program = _ENTRIES.get(digest)
+    if program is None:
+        program = _ENTRIES[digest] = marshal.dumps(harness._warm_entry())
+    return program
+
+
+def _take_compiled(
+    harness: Any, payload: Any, compiled: list[Any], blobs: bytes | bytearray
+) -> None:
+    """Seed the harness's block cache with the node's compiled test blocks (``workers.py``)."""
+    cache = getattr(harness, "_BLOCKS", None)
+    if not isinstance(cache, dict) or payload.get("kind") != "asserts":
+        return
+    at = 0
+    try:
+        for index, static, size in compiled:
+            blob = bytes(blobs[at : at + size])
+            at += size
+            source = payload["blocks"][index]["code"]
+            if (source, index) not in cache:
+                cache[(source, index)] = (marshal.loads(blob), int(static))
+    except (ValueError, TypeError, KeyError, IndexError, EOFError):
+        return  # the harness compiles what it lacks
 
 
 def supported(harness: Any, payload: Any) -> bool:
@@ -125,12 +157,14 @@ def run_grade(
 ) -> tuple[dict[str, Any], bytes]:
     """Grade one payload for session ``header["session"]``; the exec-shaped reply."""
     harness = sys.modules.get(HARNESS)
+    size = int(header.get("payload_size", len(payload_bytes)))
     try:
-        payload = json.loads(bytes(payload_bytes))
+        payload = json.loads(bytes(payload_bytes[:size]))
     except ValueError:
         payload = None
     if harness is None or not supported(harness, payload):
         return {"ok": False, "fallback": True}, b""
+    _take_compiled(harness, payload, header.get("compiled") or [], payload_bytes[size:])
     started = time.monotonic()
     seed = str(header["seed"])
     timeout = float(header["timeout"])
