@@ -175,6 +175,10 @@ async def test_a_frozen_session_can_be_abandoned_and_deleted(
                 break
             await anyio.sleep(0.05)
         assert (await client.health())["running"] == 0
+        for _ in range(200):  # SIGKILLed with its session; it may take a moment to go
+            if server not in children_of(master):
+                break
+            await anyio.sleep(0.02)
         assert server not in children_of(master)
         assert await client.list_sessions() == []
         assert (await client.exec_once("python3", command="echo fine"))["stdout"] == "fine\n"

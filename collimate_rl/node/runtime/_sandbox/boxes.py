@@ -255,8 +255,11 @@ class Boxes:
                 pass
 
     def kill_member(self, member: Member) -> None:
+        """Kill a dropped session's boxes and tell its connections it is gone."""
         for pid in list(member.boxes):
             self.kill(pid)
+        for conn in [c for c in self.conns.values() if c.key == member.key]:
+            self._reply(conn, {"ok": False, "error": "the session is gone", "lost": True})
 
     def reaped(self, pid: int) -> bool:
         """A child exited; True if it was a box (its network namespace is free again)."""

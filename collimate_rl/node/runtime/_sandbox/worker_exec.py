@@ -31,8 +31,12 @@ SPAWN_TIMEOUT = 30.0
 _JOB_KEYS = ("seed", "timeout", "env", "files", "command", "commands", "code")
 
 
-class BoxRefused(Exception):
-    """The master could not start a box (an infrastructure failure)."""
+class BoxRefused(BaseException):
+    """The master could not start a box, or the session went while it ran.
+
+    An infrastructure failure, never a verdict: a ``BaseException``, so no
+    ``except Exception`` in the harness or in trusted test code turns it into one.
+    """
 
     def __init__(self, error: str, lost: bool) -> None:
         super().__init__(error)
@@ -52,6 +56,27 @@ def spawn_box(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> i
         lost = bool(reply.get("lost")) if isinstance(reply, dict) else False
         raise BoxRefused(str(error or "no box"), lost)
     return int(reply["pid"])
+
+
+def session_gone(conn: socket.socket) -> bool:
+    """Whether the master said (unasked) that the connection's session is gone.
+
+    A session deleted while one of its boxes runs: the master kills the box and
+    tells every connection bound to the session, so its exec or grade ends as
+    an infrastructure failure, not as a process the candidate's code killed.
+    """
+    try:
+        conn.setblocking(False)
+        said = conn.recv(65536)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    try:
+        notice = json.loads(said or b"null")
+    except ValueError:
+        return True
+    return not said or (isinstance(notice, dict) and bool(notice.get("lost")))
 
 
 def run_exec(
@@ -84,6 +109,8 @@ def run_exec(
             cap=cap,
         )
         status = _supervise(ex, job, job_w, st_r)
+        if session_gone(conn):
+            raise BoxRefused("the session is gone", True)
         ex.status = status
         ex.t_end = time.monotonic()
         try:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .layout import ZYGOTE_ENV
 from .running_exec import format_timeout
 from .seeding import apply_python_seed
-from .worker_exec import BoxRefused
+from .worker_exec import BoxRefused, session_gone
 
 if TYPE_CHECKING:
     import socket
@@ -93,6 +93,7 @@ class BoxSource:
         self.harness = harness
         self.conn: socket.socket | None = conn
         self.program = _entry(harness)
+        self.gone = False  # the master said the session went (see ``close``)
 
     def spawn(self, fds: list[int], timeout: float) -> int:
         if self.conn is None:
@@ -105,7 +106,9 @@ class BoxSource:
             raise BoxRefused(text, "the session is gone" in text) from None
 
     def close(self) -> None:
+        """Hang up (the master kills what is left); first note whether the session went."""
         if self.conn is not None:
+            self.gone = session_gone(self.conn)
             self.conn.close()
             self.conn = None
 
@@ -179,6 +182,9 @@ def run_grade(
                 frame = harness.grade_payload(payload, source, seed, started)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+            source.close()
+            if source.gone:
+                raise BoxRefused("the session is gone", True)
         except GradeTimeout:
             pass
         except BoxRefused as exc:
