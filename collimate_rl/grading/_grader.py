@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from ._build import grade_program_exit, prepare_program, run_case  # collimate: strip
 from ._child import (  # collimate: strip
     _PR_SET_DUMPABLE,
     DEFAULT_SEED,
@@ -130,6 +131,7 @@ class Grader:
         self.total = 0
         self.reward: float | None = None
         self.error: str | None = None
+        self.extra: dict[str, Any] = {}  # more frame fields (compile_error, toolchain_missing)
 
     def record(
         self, name: str, status: str, detail: str = "", shown_input: str | None = None
@@ -159,6 +161,7 @@ class Grader:
             "property": self._property,
             "io": self._io,
             "custom": self._custom,
+            "program_exit": lambda: grade_program_exit(self),
         }[kind]
         handler()
 
@@ -211,8 +214,12 @@ class Grader:
     def _io(self) -> None:
         p = self.payload
         strip, tol = bool(p.get("strip_whitespace", True)), p.get("float_tolerance")
+        if not prepare_program(self, len(p["cases"])):  # another language: build it once
+            return
         for index, case in enumerate(p["cases"]):
-            reply = self.runner.run_program(case["stdin"])
+            reply = run_case(self, case["stdin"])
+            if reply is None:  # the sandbox lacks the program's runtime
+                return
             ok = reply.status == "ok" and _io_same(
                 reply.stdout, case["expected"], strip=strip, tol=tol
             )
@@ -558,4 +565,5 @@ def main(payload_path: str) -> None:
         frame["reward"] = grader.reward
     if grader.error:
         frame["error"] = grader.error
+    frame.update(grader.extra)
     _emit(payload["nonce"], frame)

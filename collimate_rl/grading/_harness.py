@@ -1,8 +1,9 @@
 """The in-sandbox grading harness, part 3: T's side of the process boundary.
 
-The program shipped as an exec's ``code`` is four stdlib-only parts joined
-into one file, ``_codec`` + ``_child`` | ``_harness`` + ``_grader``, followed
-by ``main(<payload path>)``; one data file holds the spec payload (JSON).
+The program shipped as an exec's ``code`` is stdlib-only parts joined into
+one file, ``_codec`` + ``_child_exec`` + ``_child`` | ``_harness`` + ``_build`` +
+``_grader``, followed by ``main(<payload path>)``; one data file holds the spec
+payload (JSON).
 Processes:
 
 ``T`` (trusted)
@@ -67,7 +68,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-#: The shipped program is codec, child | harness, grader; Z runs the part before this line.
+#: The shipped program is codec, child | harness, build, grader; Z runs the part before this line.
 ZYGOTE_PART_END = "# collimate: part harness"
 #: A fresh Z reads its program from stdin: b"M" + marshal data, or b"S" + source.
 _ZYGOTE_BOOT = (
@@ -289,8 +290,11 @@ class Reply:
 class _Child:
     """T's handle on one candidate process."""
 
-    def __init__(self, zygote: _Zygote, tail: _Tail, timeout: float) -> None:
+    def __init__(
+        self, zygote: _Zygote, tail: _Tail, timeout: float, stdout_limit: int = MAX_STDOUT
+    ) -> None:
         self.tail = tail
+        self.stdout_limit = stdout_limit
         self.sock, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -335,7 +339,7 @@ class _Child:
                 return
             self.tail.feed(chunk)
             if name == "out" and self.collect:
-                if len(self.stdout) + len(chunk) > MAX_STDOUT:
+                if len(self.stdout) + len(chunk) > self.stdout_limit:
                     self.overflow = True
                 else:
                     self.stdout += chunk
@@ -500,6 +504,12 @@ class Runner:
         self.module: str = payload.get("module", "candidate")
         self.per_call: float = float(payload.get("per_test_timeout", 6.0))
         self.deadline = deadline
+        # what a run of the candidate asks C for: None runs the Python source; a
+        # built program sets its own (see _build)
+        self.run_request: dict[str, Any] | None = None
+        self.stdout_limit = int(payload.get("output_limit") or MAX_STDOUT)
+        self.run_limits: dict[str, Any] | None = payload.get("run_limits")
+        self.cleanup: list[str] = []  # folders T made for this grade
         self.tail = _Tail()
         self.child: _Child | None = None
         self.load_failure: Reply | None = None
@@ -508,11 +518,16 @@ class Runner:
     def _timeout(self) -> float:
         return min(self.per_call, self.deadline - time.monotonic())
 
-    def _spawn(self) -> _Child | Reply:
+    def _spawn(self, stdout_limit: int | None = None) -> _Child | Reply:
         if self.deadline - time.monotonic() <= 0:
             return Reply("timeout", detail="grading budget exhausted")
         try:
-            child = _Child(self.zygote, self.tail, self.deadline - time.monotonic())
+            child = _Child(
+                self.zygote,
+                self.tail,
+                self.deadline - time.monotonic(),
+                stdout_limit or self.stdout_limit,
+            )
         except OSError as exc:
             return Reply("crash", detail=_short(f"could not start the candidate: {exc}"))
         self.pids.append(child.pid)
@@ -566,13 +581,23 @@ class Runner:
         return reply
 
     def run_program(self, stdin: str) -> Reply:
-        """Run the candidate as ``__main__`` in a fresh process; ``value`` is the exit code."""
-        child = self._spawn()
+        """Run the candidate as a program in a fresh process; ``value`` is the exit code."""
+        request = self.run_request
+        if request is None:
+            request = {"op": "run", "source": self.source, "prelude": self.prelude}
+            if self.run_limits:
+                request["limits"] = self.run_limits
+        return self.run_once(request, stdin, self._timeout())
+
+    def run_once(
+        self, request: dict[str, Any], stdin: str, timeout: float, stdout_limit: int | None = None
+    ) -> Reply:
+        """Send ``request`` to a fresh candidate process, collecting its stdout."""
+        child = self._spawn(stdout_limit)
         if isinstance(child, Reply):
             return child
         child.collect = True
-        request = {"op": "run", "source": self.source, "prelude": self.prelude}
-        reply = child.request(request, self._timeout(), stdin=stdin.encode("utf-8"))
+        reply = child.request(request, timeout, stdin=stdin.encode("utf-8"))
         if child.overflow and reply.status == "ok":
             reply = Reply("error", detail="output limit exceeded")
         reply.stdout = bytes(child.stdout).decode("utf-8", "replace")
@@ -585,3 +610,8 @@ class Runner:
         for pid in self.pids:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+        if self.cleanup:
+            import shutil
+
+            for folder in self.cleanup:
+                shutil.rmtree(folder, ignore_errors=True)

@@ -1,7 +1,7 @@
 """How the in-sandbox harness gets into the sandbox: assembled, compacted, or already warm.
 
-The harness is five stdlib-only parts (``_prologue``, ``_codec``, ``_child``,
-``_harness``, ``_grader``) joined into one program. An exec carries it in one
+The harness is seven stdlib-only parts (``_prologue``, ``_codec``, ``_child_exec``,
+``_child``, ``_harness``, ``_build``, ``_grader``) joined into one program. An exec carries it in one
 of two forms:
 
 * the **warm stub** (a few hundred bytes): the prologue, then a call into the
@@ -54,8 +54,8 @@ HARNESS_MISS = "COLLIMATE_HARNESS_MISS"
 MISS_EXIT_CODE = 3
 
 #: The harness parts, in shipping order; Z runs codec + child (see ``_harness``).
-_PARTS = ("_prologue", "_codec", "_child", "_harness", "_grader")
-_ZYGOTE_PARTS = ("_codec", "_child")
+_PARTS = ("_prologue", "_codec", "_child_exec", "_child", "_harness", "_build", "_grader")
+_ZYGOTE_PARTS = ("_codec", "_child_exec", "_child")
 # Run on its own (in T, which defines _ZYGOTE_CODE first, it only defines), the child
 # part serves as Z, or as C when the factory spawned it for that (see _harness).
 _ZYGOTE_TRAILER = """

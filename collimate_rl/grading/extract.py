@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from collimate_rl.grading.languages import FENCE_TAGS
+
 __all__ = ["extract_code"]
 
 _FENCE = re.compile(
@@ -16,6 +18,7 @@ _FENCE = re.compile(
 )
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n", re.M)
 _ALIASES = {"python": ("python", "py", "python3", "py3", "python2")}
+_ALIASES.update(FENCE_TAGS)  # type: ignore[arg-type]  # c, cpp, java, javascript, rust, bash, go
 
 
 def _tag_matches(tag: str, language: str | None) -> bool:

@@ -52,8 +52,8 @@ from collimate_rl.errors import (
     CollimateTransportError,
     CollimateUsageError,
 )
+from collimate_rl.grading._binding import bind_language, extract_source
 from collimate_rl.grading._shipping import HARNESS_MISS, MISS_EXIT_CODE
-from collimate_rl.grading.extract import extract_code
 from collimate_rl.grading.result import GradeResult, TestOutcome
 from collimate_rl.grading.specs import Program, RewardSpec
 
@@ -135,8 +135,9 @@ def _prepare(
         raise CollimateUsageError(f"seed must be 64 hex characters or None, not {seed!r}")
     if not timeout_seconds > 0:
         raise CollimateUsageError(f"timeout_seconds must be positive, not {timeout_seconds!r}")
+    spec = bind_language(spec, template)
     if extract is True:
-        source = extract_code(completion, entry=spec.extract_entry)
+        source = extract_source(spec, completion)
     elif extract is False:
         source = completion
     else:
@@ -201,6 +202,12 @@ def _finish(job: _Job, response: Any) -> GradeResult:
     raw_exit = _field(response, "exit_code")
     exit_code = raw_exit if isinstance(raw_exit, int) and not isinstance(raw_exit, bool) else None
     frame = RewardSpec.read_frame(stdout, job.nonce)
+    if frame is not None and frame.raw.get("toolchain_missing"):
+        raise CollimateUsageError(
+            f"template {job.template!r} cannot run this candidate: {frame.raw['toolchain_missing']} "
+            "(the language's compiler or runtime is not installed in that sandbox; grade it on "
+            "the local node's template of the same name, or name an image that has it)"
+        )
     common: dict[str, Any] = {
         "exit_code": exit_code,
         "seed": _field(response, "seed") or job.seed,
@@ -208,6 +215,7 @@ def _finish(job: _Job, response: Any) -> GradeResult:
         "fork_time_ms": _float(_field(response, "fork_time_ms")),
         "exec_time_ms": _float(_field(response, "exec_time_ms")),
         "total_time_ms": _float(_field(response, "total_time_ms")),
+        "forgeable": bool(getattr(job.spec, "forgeable", False)),
     }
     if frame is None:
         why = "the exec timed out" if exit_code == -1 else "the harness gave no verdict"
@@ -243,6 +251,7 @@ def _task_failure(job: _Job, exc: CollimateTaskError) -> GradeResult:
         seed=job.seed,
         error=f"task error: {exc}",
         output_digest=_digest(exc.output),
+        forgeable=bool(getattr(job.spec, "forgeable", False)),
     )
 
 
@@ -357,7 +366,8 @@ def grade(
 
     Args:
         client: a daemon-surface client (``exec_once`` / ``session_exec``).
-        template: the template id (``"python3"`` on a local node).
+        template: the template id (``"python3"`` on a local node; ``"cpp"``,
+            ``"java"``, ... grade those languages, see ``IOReward``).
         completion: the model's text; the code is extracted from it.
         spec: the reward spec.
         seed: 64 hex characters, or ``None`` for a fresh one (echoed back).
@@ -365,9 +375,9 @@ def grade(
             hanging candidate still gets a verdict.
         session_id: run in this session instead of a one-shot exec. Note:
             concurrent grades in one session share its filesystem.
-        extract: ``True`` (the last fenced python block, see
-            :func:`extract_code`), ``False`` (the completion is the code) or a
-            callable.
+        extract: ``True`` (the last fenced block in the spec's language, see
+            :func:`~collimate_rl.grading.extract_code`), ``False`` (the
+            completion is the code) or a callable.
         recorder: a :class:`~collimate_rl.grading.ReplayRecorder` to append to.
 
     Raises:
