@@ -1,13 +1,14 @@
 """The task model: a problem statement plus a typed, data-only description of how it is graded.
 
-A :class:`Task` never runs code. Its ``tests`` field is one of five grading descriptions:
+A :class:`Task` never runs code. Its ``tests`` field is one of six grading descriptions:
 
 ==========================  ======================================================================
 :class:`UnitTests`          call ``entry_point(*args)`` and compare with ``expected``
 :class:`FunctionCallTests`  the same, LiveCodeBench/APPS style (``class Solution`` methods allowed)
 :class:`AssertTests`        run assert code after the solution (HumanEval ``check``, MBPP asserts)
 :class:`PropertyTests`      compare with a reference solution on generated random inputs
-:class:`IOTests`            run the solution as a program: stdin in, stdout compared
+:class:`IOTests`            run the solution as a program: stdin in, stdout compared (any language)
+:class:`ProgramTests`       MultiPL-E: prompt + solution + tests is one program; exit code 0 passes
 ==========================  ======================================================================
 
 :meth:`Task.to_reward_spec` turns the description into the grading layer's reward spec.
@@ -27,6 +28,7 @@ A :class:`Task` never runs code. Its ``tests`` field is one of five grading desc
 from __future__ import annotations
 
 import keyword
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
@@ -41,6 +43,7 @@ __all__ = [
     "Difficulty",
     "FunctionCallTests",
     "IOTests",
+    "ProgramTests",
     "PropertyTests",
     "Task",
     "TestSpec",
@@ -197,16 +200,19 @@ class IOTests:
     """Run the solution as a program, feed ``stdin`` and compare its output with ``stdout``.
 
     Outputs are compared line by line after stripping each line; trailing blank lines are
-    ignored.
+    ignored. The solution may be in any language the template runs (see
+    :mod:`collimate_rl.grading.languages`).
 
     Attributes:
         cases: ``((stdin, expected_stdout), ...)``.
+        memory_limit_bytes: the problem's memory limit per run, if it states one.
 
     >>> IOTests(cases=(("1 2\\n", "3\\n"),)).kind
     'io'
     """
 
     cases: tuple[tuple[str, str], ...]
+    memory_limit_bytes: int | None = None
     kind: ClassVar[str] = "io"
 
     def __post_init__(self) -> None:
@@ -221,7 +227,36 @@ class IOTests:
                 raise TaskFormatError(f"IOTests cases must be (stdin, stdout) strings: {case!r}")
 
 
-TestSpec = UnitTests | FunctionCallTests | AssertTests | PropertyTests | IOTests
+@dataclass(frozen=True)
+class ProgramTests:
+    """MultiPL-E tests: ``prompt + solution + "\\n" + tests`` runs as one program; exit 0 passes.
+
+    The task's ``prompt`` is the code to continue and its ``language`` the language. The
+    tests share the solution's process, so a solution can fake a pass (grades say
+    ``forgeable``; see :class:`collimate_rl.grading.MultiPLEReward`).
+
+    Attributes:
+        tests: the test code that follows the solution.
+        stop_tokens: where a raw continuation is cut (MultiPL-E's stop tokens).
+
+    >>> ProgramTests(tests="}\\nint main() {}\\n", stop_tokens=("\\n}",)).kind
+    'program'
+    """
+
+    tests: str
+    stop_tokens: tuple[str, ...] = ()
+    kind: ClassVar[str] = "program"
+
+    def __post_init__(self) -> None:
+        if not self.tests.strip():
+            raise TaskFormatError("ProgramTests needs non-empty test code")
+        if not isinstance(self.stop_tokens, tuple) or not all(
+            isinstance(s, str) and s for s in self.stop_tokens
+        ):
+            raise TaskFormatError("ProgramTests.stop_tokens must be a tuple of non-empty strings")
+
+
+TestSpec = UnitTests | FunctionCallTests | AssertTests | PropertyTests | IOTests | ProgramTests
 
 
 @dataclass(frozen=True)
@@ -239,6 +274,10 @@ class Task:
         source: the task set or file it came from.
         tags: free-form labels.
         starter_code: code the model is asked to complete, if any.
+        language: the one language the task is posed in (a MultiPL-E row), or ``None``:
+            Python for function tests, any language for stdin/stdout tests.
+        solutions: reference solutions by language name (``{"cpp": ..., "java": ...}``).
+        wrong_solutions: wrong solutions (negative controls) by language name.
 
     >>> Task(task_id="t", prompt="p", tests=IOTests(cases=(("", "ok\\n"),))).entry_point is None
     True
@@ -254,6 +293,9 @@ class Task:
     source: str = ""
     tags: tuple[str, ...] = field(default=())
     starter_code: str | None = None
+    language: str | None = None
+    solutions: Mapping[str, str] = field(default_factory=dict, hash=False)
+    wrong_solutions: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not self.task_id:
@@ -262,9 +304,11 @@ class Task:
             raise TaskFormatError(
                 f"difficulty must be one of {DIFFICULTIES} or None, got {self.difficulty!r}"
             )
-        if isinstance(self.tests, IOTests):
+        if isinstance(self.tests, (IOTests, ProgramTests)):
             if self.entry_point is not None:
-                raise TaskFormatError("stdin/stdout tasks (IOTests) take no entry_point")
+                raise TaskFormatError(f"{type(self.tests).__name__} tasks take no entry_point")
+            if isinstance(self.tests, ProgramTests) and not self.language:
+                raise TaskFormatError("ProgramTests tasks need a language")
         elif isinstance(self.tests, FunctionCallTests):
             if self.entry_point not in (None, self.tests.fn_name):
                 raise TaskFormatError("entry_point must equal FunctionCallTests.fn_name")
@@ -275,9 +319,22 @@ class Task:
         ):
             raise TaskFormatError(f"entry_point must be an identifier, got {self.entry_point!r}")
 
+    def solution(self, language: str | None = None) -> str | None:
+        """The reference solution in ``language`` (a name or alias; ``None``: Python).
+
+        >>> t = Task("t", "p", IOTests(cases=(("", "hi\\n"),)), solutions={"cpp": "int main(){}"})
+        >>> t.solution("c++"), t.solution("java")
+        ('int main(){}', None)
+        """
+        return _in_language(self.solutions, self.reference_solution, language)
+
+    def wrong_solution_in(self, language: str | None = None) -> str | None:
+        """The wrong solution in ``language`` (a name or alias; ``None``: Python)."""
+        return _in_language(self.wrong_solutions, self.wrong_solution, language)
+
     @property
     def kind(self) -> str:
-        """The grading kind: ``unit``, ``function_call``, ``assert``, ``property`` or ``io``.
+        """The grading kind: ``unit``, ``function_call``, ``assert``, ``property``, ``io`` or ``program``.
 
         >>> Task(task_id="t", prompt="p", tests=IOTests(cases=(("", "x"),))).kind
         'io'
@@ -303,3 +360,14 @@ class Task:
         from collimate_envs.tasks._specs import reward_spec_for
 
         return reward_spec_for(self, **options)
+
+
+def _in_language(
+    by_language: Mapping[str, str], python: str | None, language: str | None
+) -> str | None:
+    from collimate_rl.grading.languages import language as resolve
+
+    name = "python" if language is None else resolve(language).name
+    if name in by_language:
+        return by_language[name]
+    return python if name == "python" else None

@@ -6,7 +6,9 @@ task tests                  reward spec
 :class:`UnitTests`          ``UnitTestReward([{"input": args, "expected": ...}], entry=...)``
 :class:`AssertTests`        ``UnitTestReward(<test script>, entry=...)`` (each assert a test)
 :class:`FunctionCallTests`  ``FunctionCallReward(fn_name, [{"input": args, "output": json}])``
-:class:`IOTests`            ``IOReward([{"input": stdin, "output": stdout}])``
+:class:`IOTests`            ``IOReward([{"input": stdin, "output": stdout}])`` (the task's
+                            ``language`` if it has one, else the template decides)
+:class:`ProgramTests`       ``MultiPLEReward(prompt, tests, language, stop_tokens=...)``
 :class:`PropertyTests`      ``PropertyReward`` when each input is one argument; otherwise a
                             ``CustomReward`` script that splats the argument tuple
 ==========================  =================================================================
@@ -31,6 +33,7 @@ from collimate_envs.tasks._model import (
     AssertTests,
     FunctionCallTests,
     IOTests,
+    ProgramTests,
     PropertyTests,
     Task,
     UnitTests,
@@ -141,5 +144,21 @@ def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
             cases.append({"input": list(args), "output": json.dumps(expected)})
         return FunctionCallReward(spec.fn_name, cases, **options)
     if isinstance(spec, IOTests):
-        return IOReward([{"input": i, "output": o} for i, o in spec.cases], **options)
+        io_options: dict[str, Any] = {"language": task.language}
+        if spec.memory_limit_bytes is not None:
+            io_options["memory_limit_bytes"] = spec.memory_limit_bytes
+        cases = [{"input": i, "output": o} for i, o in spec.cases]
+        return IOReward(cases, **{**io_options, **options})
+    if isinstance(spec, ProgramTests):
+        from collimate_rl.grading import MultiPLEReward
+
+        assert task.language is not None  # Task checks it
+        return MultiPLEReward(
+            task.prompt,
+            spec.tests,
+            task.language,
+            stop_tokens=spec.stop_tokens,
+            name=task.task_id,
+            **options,
+        )
     return _property_spec(task, spec, options)

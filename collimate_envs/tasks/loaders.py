@@ -13,6 +13,9 @@ format             row keys -> task
                    -> IOTests (stdin) or FunctionCallTests (functional)
 ``apps``           ``problem_id, question, input_output, solutions`` -> IOTests or
                    FunctionCallTests (``fn_name``)
+``codecontests``   ``name, description, public/private_tests, solutions`` -> IOTests with
+                   reference solutions by language
+``multipl_e``      ``name, language, prompt, tests, stop_tokens`` -> ProgramTests
 =================  =========================================================================
 
 >>> row = {"task_id": "T/0", "prompt": "def inc(x):\\n", "canonical_solution": "    return x + 1\\n",
@@ -41,10 +44,17 @@ from collimate_envs.tasks._model import (
     Difficulty,
     FunctionCallTests,
     IOTests,
+    ProgramTests,
     PropertyTests,
     Task,
     TestSpec,
     UnitTests,
+)
+from collimate_envs.tasks._polyglot_rows import (
+    from_codecontests_row,
+    from_multipl_e_row,
+    language_fields,
+    program_tests,
 )
 
 __all__ = [
@@ -53,10 +63,12 @@ __all__ = [
     "RowLoader",
     "detect_format",
     "from_apps_row",
+    "from_codecontests_row",
     "from_collimate_row",
     "from_humaneval_row",
     "from_livecodebench_row",
     "from_mbpp_row",
+    "from_multipl_e_row",
     "to_collimate_row",
 ]
 
@@ -148,9 +160,12 @@ def _tests_from_json(raw: Any, reference: str | None) -> TestSpec:
             if not isinstance(case, Mapping):
                 raise TaskFormatError(f"tests.cases[{i}] must be an object with 'stdin', 'stdout'")
             cases_io.append((_get(case, "stdin", str), _get(case, "stdout", str)))
-        return IOTests(cases=tuple(cases_io))
+        memory = _get(raw, "memory_limit_bytes", int, default=None)
+        return IOTests(cases=tuple(cases_io), memory_limit_bytes=memory)
+    if kind == "program":
+        return program_tests(raw)
     raise TaskFormatError(
-        f"unknown tests.kind {kind!r}; expected unit, function_call, assert, property or io"
+        f"unknown tests.kind {kind!r}; expected unit, function_call, assert, property, io or program"
     )
 
 
@@ -196,6 +211,7 @@ def from_collimate_row(row: Row, *, source: str = "", index: int = 0) -> Task:
         source=source,
         tags=tuple(tags),
         starter_code=_get(row, "starter_code", str, default=None),
+        **language_fields(row),
     )
 
 
@@ -223,8 +239,12 @@ def to_collimate_row(task: Task) -> dict[str, Any]:
         if spec.reference != task.reference_solution:
             tests["reference"] = spec.reference
         tests.update(generator=spec.generator, k=spec.k, seed=spec.seed)
+    elif isinstance(spec, ProgramTests):
+        tests.update(tests=spec.tests, stop_tokens=list(spec.stop_tokens))
     else:
         tests["cases"] = [{"stdin": i, "stdout": o} for i, o in spec.cases]
+        if spec.memory_limit_bytes is not None:
+            tests["memory_limit_bytes"] = spec.memory_limit_bytes
     row: dict[str, Any] = {"task_id": task.task_id, "prompt": task.prompt}
     optional = {
         "entry_point": task.entry_point,
@@ -238,6 +258,11 @@ def to_collimate_row(task: Task) -> dict[str, Any]:
         value = getattr(task, key)
         if value is not None:
             row[key] = value
+    if task.language is not None:
+        row["language"] = task.language
+    for key in ("solutions", "wrong_solutions"):
+        if getattr(task, key):
+            row[key] = dict(getattr(task, key))
     return row
 
 
@@ -558,6 +583,8 @@ LOADERS: Final[dict[str, RowLoader]] = {
     "mbpp": from_mbpp_row,
     "livecodebench": from_livecodebench_row,
     "apps": from_apps_row,
+    "codecontests": from_codecontests_row,
+    "multipl_e": from_multipl_e_row,
 }
 #: The accepted ``format`` values (``"auto"`` detects the format from the first row).
 FORMATS: Final = ("auto", *LOADERS)
@@ -569,6 +596,8 @@ _SIGNATURES: Final = (
     ("livecodebench", frozenset({"question_content"})),
     ("livecodebench", frozenset({"reward_spec"})),
     ("apps", frozenset({"question", "input_output"})),
+    ("codecontests", frozenset({"name", "description", "public_tests"})),
+    ("multipl_e", frozenset({"name", "language", "prompt", "tests"})),
 )
 
 

@@ -60,6 +60,7 @@ _JVM_FLAGS = (
     "-XX:+UseSerialGC",
     "-XX:CompressedClassSpaceSize=64m",
     "-XX:ReservedCodeCacheSize=64m",
+    "-XX:-UsePerfData",  # no hsperfdata files in /tmp, a faster start
 )
 
 
@@ -205,6 +206,8 @@ LANGUAGES: Mapping[str, Language] = {
             "JavaScript",
             ("javascript", "js", "node", "nodejs", "mjs"),
             "main.js",
+            # a syntax error is a compile error, as in the compiled languages
+            compile=("node", "--check", "{source}"),
             run=("node", "--max-old-space-size={memory_mb}", "{source}"),
             aliases=("js", "node", "nodejs"),
             templates=("javascript", "js"),
@@ -226,6 +229,7 @@ LANGUAGES: Mapping[str, Language] = {
             "Bash",
             ("bash", "sh", "shell"),
             "main.sh",
+            compile=("bash", "-n", "{source}"),
             run=("bash", "{source}"),
             aliases=("sh", "shell"),
             templates=("bash", "sh"),
@@ -237,7 +241,7 @@ LANGUAGES: Mapping[str, Language] = {
             "main.go",
             compile=("go", "build", "-o", "main", "{source}"),
             run=("./main",),
-            aliases=("golang",),
+            aliases=("golang", "go_test.go"),  # MultiPL-E calls it go_test.go
             templates=("go",),
             memory_slack_bytes=256 * _MIB,
             # the build cache must be writable; /tmp is the session's own

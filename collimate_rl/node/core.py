@@ -279,6 +279,7 @@ class Node:
             "max_inflight": self.admission.max_inflight,
             "queued": self.admission.queued,
             "templates": list(self.runtime.templates()),
+            "unavailable_templates": dict(getattr(self.runtime, "unavailable_templates", dict)()),
             "version": __version__,
             "isolation": str(getattr(isolation, "value", isolation)),
         }

@@ -141,11 +141,14 @@ def make_runtime(
     state_dir: Path | None = None,
     factory: str | RuntimeFactory | None = None,
     share_site_packages: bool = False,
+    languages: str | None = None,
 ) -> Runtime:
     """Build the runtime: ``factory`` (a callable or ``"module:callable"``) or the real one.
 
     ``isolation`` ``None``/``"auto"`` means bwrap on Linux. ``share_site_packages``
     exposes the node's site-packages read-only in the sandboxes (docs/services.md).
+    ``languages`` picks the built-in language templates (``"auto"``: every toolchain
+    found; ``"none"``; or ``"c,cpp,java"``).
     """
     if isolation == "auto":
         isolation = None
@@ -164,6 +167,8 @@ def make_runtime(
     if not callable(factory):
         raise TypeError(f"runtime factory {factory!r} is not callable")
     extra: dict[str, Any] = {"share_site_packages": True} if share_site_packages else {}
+    if languages is not None:
+        extra["languages"] = languages
     runtime: Runtime = factory(isolation, state_dir=state_dir, **extra)
     return runtime
 
@@ -224,6 +229,7 @@ def serve(
     runtime_factory: str | RuntimeFactory | None = None,
     log_level: str = "info",
     share_site_packages: bool = False,
+    languages: str | None = None,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -239,6 +245,7 @@ def serve(
         log_level: uvicorn's log level.
         share_site_packages: expose the node's site-packages read-only in the
             sandboxes (operator opt-in, see docs/services.md).
+        languages: the built-in language templates to offer (see :func:`make_runtime`).
 
     Example (blocks, so not run here)::
 
@@ -258,6 +265,7 @@ def serve(
                 state_dir=Path(state_dir) if state_dir is not None else None,
                 factory=runtime_factory,
                 share_site_packages=share_site_packages,
+                languages=languages,
             )
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
@@ -340,6 +348,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="drain and stop when this inherited pipe's read end reaches EOF, i.e. when "
         "every process holding its write end has exited (LocalNode passes one)",
     )
+    p.add_argument(
+        "--languages",
+        default=None,
+        metavar="LIST",
+        help="built-in language templates: auto (every toolchain found, the default), none, "
+        "or a comma list such as c,cpp,java (env COLLIMATE_LANGUAGES)",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -406,6 +421,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             runtime_factory=args.runtime_factory,
             log_level=args.log_level,
             share_site_packages=args.share_site_packages,
+            languages=args.languages,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback

@@ -11,12 +11,15 @@
 
 Built-in template: ``"python3"`` (alias ``"py"``), the node's own Python with
 numpy importable, warm (a fork-server; ``code`` execs run in a forked,
-pre-imported interpreter).
+pre-imported interpreter). Language templates (``c``, ``cpp``, ``java``,
+``javascript``, ``rust``, ``bash``, ``go``), one per toolchain found on the
+host, start on first use (:mod:`.languages`).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from .base import (
@@ -83,6 +86,7 @@ def create_runtime(
     sandbox_uid: int | None = None,
     memory_limit_bytes: int | None = None,
     share_site_packages: bool = False,
+    languages: str | Sequence[str] | None = None,
 ) -> LocalRuntime:
     """Build (not start) the node's runtime; ``await runtime.start()`` next.
 
@@ -98,6 +102,10 @@ def create_runtime(
     ``share_site_packages``: expose the node's own environment's
     site-packages read-only in every sandbox (operator opt-in; how a template
     serves an OpenEnv server without a networked bake, see docs/services.md).
+    ``languages``: the built-in language templates offered (``None``: the
+    ``COLLIMATE_LANGUAGES`` environment variable, default ``"auto"``, every
+    toolchain found; ``"none"``; or names such as ``["c", "cpp"]``). Each
+    starts on first use; see :mod:`.languages`.
     """
     uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
     if isolation is None:
@@ -116,6 +124,7 @@ def create_runtime(
             sandbox_uid=uid,
             memory_limit_bytes=memory_limit_bytes,
             share_site_packages=share_site_packages,
+            languages=languages,
         )
     status = detect_bwrap(uid)
     if not status.usable:
@@ -128,4 +137,5 @@ def create_runtime(
         bwrap_path=status.path,
         memory_limit_bytes=memory_limit_bytes,
         share_site_packages=share_site_packages,
+        languages=languages,
     )

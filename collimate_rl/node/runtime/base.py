@@ -93,6 +93,10 @@ class TemplateSpec:
         preload: modules the warm interpreter imports before forking.
         env: extra environment for every exec (and the service).
         service: a server each session runs (see :class:`ServiceSpec`).
+        binds: host paths shown read-only at the same path inside (a
+            toolchain outside ``/usr``, e.g. a Rust sysroot under ``/root``).
+        path: directories put on ``PATH``, after the node's Python.
+        limits: this template's exec limits (``None``: the runtime's).
     """
 
     template_id: str
@@ -101,6 +105,9 @@ class TemplateSpec:
     preload: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     service: ServiceSpec | None = None
+    binds: tuple[Path, ...] = ()
+    path: tuple[str, ...] = ()
+    limits: Limits | None = None
 
 
 @dataclass(frozen=True)

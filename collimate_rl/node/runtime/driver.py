@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -43,6 +44,7 @@ from .base import (
     TemplateSpec,
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
+from .languages import LanguageTemplates
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -165,6 +167,11 @@ def _site_dirs() -> list[Path]:
         if path.is_dir() and not path.is_relative_to(base) and path not in out:
             out.append(path)
     return out
+
+
+def _search_path(python_bin: str, extra: Sequence[str]) -> str:
+    """A sandbox's PATH: the node's Python first, then the template's toolchains."""
+    return ":".join([python_bin, *extra, "/usr/local/bin", "/usr/bin", "/bin"])
 
 
 #: Where shared site-packages appear inside a sandbox (``/opt/collimate/venv/<i>``).
@@ -366,7 +373,7 @@ class TemplateHost:
             "preload": list(DEFAULT_PRELOAD)
             + [m for m in spec.preload if m not in DEFAULT_PRELOAD],
             "env": [list(kv) for kv in spec.env],
-            "limits": _limits_dict(self.runtime.limits),
+            "limits": _limits_dict(self.spec.limits or self.runtime.limits),
             "layers": layers,
             "base_env": base_env,
             "sys_path": sys_path,
@@ -386,6 +393,7 @@ class TemplateHost:
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
             *self.runtime.site_dirs,
+            *self.spec.binds,
         ]
 
     def _bwrap_argv(self, fds: bw.FdSet) -> list[str]:
@@ -413,13 +421,15 @@ class TemplateHost:
             lowers.insert(0, dest)
         if not lowers:
             lowers = ["/.collimate/empty"]
+        for bind in self.spec.binds:  # a toolchain outside /usr, at its own path
+            argv += ["--ro-bind", str(bind), str(bind)]
         argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", "/", "--clearenv"]
         argv += ["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             argv += ["--setenv", var, "1"]  # a preloaded numpy must not start threads
         base_env = {
-            "PATH": "/opt/collimate/bin:/usr/local/bin:/usr/bin:/bin",
+            "PATH": _search_path("/opt/collimate/bin", self.spec.path),
             "HOME": "/sandbox",
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
@@ -460,7 +470,7 @@ class TemplateHost:
         none_root.mkdir()
         site = [str(d.parent) for d in _numpy_dirs()[:1]]
         base_env = {
-            "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": _search_path(str(bindir), self.spec.path),
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "OPENBLAS_NUM_THREADS": "1",
@@ -767,8 +777,11 @@ class LocalRuntime:
         bwrap_path: str | None = None,
         memory_limit_bytes: int | None = None,
         share_site_packages: bool = False,
+        languages: Sequence[str] | str | None = None,
     ) -> None:
         self.isolation = isolation
+        #: the built-in language templates (c, cpp, java, ...), started on first use
+        self.languages = LanguageTemplates(languages)
         #: host site-packages bound read-only into every sandbox (operator opt-in)
         self.site_dirs: list[Path] = _site_dirs() if share_site_packages else []
         #: per-template-container memory cap (cgroup v1, root only); default
@@ -828,6 +841,7 @@ class LocalRuntime:
             "sandbox_uid": self.sandbox_uid,
             "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
             "templates": self.templates(),
+            "unavailable_templates": self.unavailable_templates(),
             "warning": None
             if self.isolation is Isolation.BWRAP
             else "isolation=none: sandboxed code runs without any isolation",
@@ -840,10 +854,18 @@ class LocalRuntime:
     def _resolve(self, template_id: str) -> str:
         if template_id in self._hosts:
             return template_id
-        alias = TEMPLATE_ALIASES.get(template_id)
+        alias = TEMPLATE_ALIASES.get(template_id) or self.languages.resolve(template_id)
         if alias is not None and alias in self._hosts:
             return alias
         raise KeyError(template_id)
+
+    async def _host_for(self, template_id: str) -> TemplateHost:
+        """The template's host, starting a built-in language template on first use."""
+        try:
+            return self._hosts[self._resolve(template_id)]
+        except KeyError:
+            started = await self.languages.start(template_id, self.limits, self.add_template)
+            return self._hosts[started]
 
     # -- Runtime protocol
     async def start(self) -> None:
@@ -880,6 +902,7 @@ class LocalRuntime:
         self._started = True
         try:
             await self.add_template(TemplateSpec(BUILTIN_TEMPLATE, preload=()))
+            self.languages.detect()
         except BaseException:
             await self.close()
             raise
@@ -887,7 +910,12 @@ class LocalRuntime:
     def templates(self) -> list[str]:
         ids = list(self._hosts)
         ids += [a for a, t in TEMPLATE_ALIASES.items() if t in self._hosts and a not in ids]
+        ids += [t for t in self.languages.ids() if t not in ids]
         return ids
+
+    def unavailable_templates(self) -> dict[str, str]:
+        """Built-in templates this node does not offer, and why (a missing binary)."""
+        return self.languages.unavailable()
 
     def template_spec(self, template_id: str) -> TemplateSpec:
         return self._specs[self._resolve(template_id)]
@@ -919,7 +947,7 @@ class LocalRuntime:
     async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
         if self._closed:
             raise RuntimeError_("runtime is closed")
-        host = self._hosts[self._resolve(template_id)]
+        host = await self._host_for(template_id)
         (sess,) = await host.new_sessions({"op": "create"}, [session_id], 0)
         return sess
 
@@ -935,14 +963,12 @@ class LocalRuntime:
     ) -> TemplateSpec:
         if not _ID_RE.match(template_id):
             raise ValueError(f"bad template id {template_id!r}")
-        base_spec = self._specs[self._resolve(base)]
+        base_spec = self._specs[(await self._host_for(base)).spec.template_id]
         merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
         if not setup_commands:  # a new service or environment over the base's files
-            spec = TemplateSpec(
-                template_id,
-                layers=base_spec.layers,
-                interpreter=base_spec.interpreter,
-                preload=base_spec.preload,
+            spec = dataclasses.replace(
+                base_spec,
+                template_id=template_id,
                 env=merged_env,
                 service=service or base_spec.service,
             )
@@ -967,11 +993,10 @@ class LocalRuntime:
                     f"{out.decode(errors='replace')[-4000:]}"
                 )
             shutil.rmtree(work, ignore_errors=True)
-            spec = TemplateSpec(
-                template_id,
+            spec = dataclasses.replace(  # keeps the base's toolchain binds and limits
+                base_spec,
+                template_id=template_id,
                 layers=(*base_spec.layers, upper),
-                interpreter=base_spec.interpreter,
-                preload=base_spec.preload,
                 env=merged_env,
                 service=service or base_spec.service,
             )
@@ -1011,12 +1036,14 @@ class LocalRuntime:
                 dest = f"/.collimate/l/{i}"
                 argv += ["--ro-bind", str(layer), dest]
                 lowers.insert(0, dest)
+            for bind in base.binds:  # the base's toolchain (a bake over a language template)
+                argv += ["--ro-bind", str(bind), str(bind)]
             cfg = {
                 "lowers": lowers or ["/.collimate/empty"],
                 "commands": list(setup_commands),
                 "network": network,
                 "env": {
-                    "PATH": "/opt/collimate/bin:/usr/local/bin:/usr/bin:/bin",
+                    "PATH": _search_path("/opt/collimate/bin", base.path),
                     "HOME": "/sandbox",
                     "TMPDIR": "/tmp",
                     "LANG": "C.UTF-8",
@@ -1046,7 +1073,14 @@ class LocalRuntime:
                 start_new_session=True,
                 preexec_fn=bw.launch_preexec(
                     self.sandbox_uid,
-                    [prefix, *_numpy_dirs(), _SUPERVISOR_DIR, layer_root, *base.layers],
+                    [
+                        prefix,
+                        *_numpy_dirs(),
+                        _SUPERVISOR_DIR,
+                        layer_root,
+                        *base.layers,
+                        *base.binds,
+                    ],
                 ),
             )
             self.note_host(proc.pid)
@@ -1077,6 +1111,7 @@ class LocalRuntime:
         if self._closed:
             return
         self._closed = True
+        await self.languages.close()
         hosts = list(self._hosts.values())
         self._hosts.clear()
         for host in hosts:
