@@ -181,8 +181,10 @@ def from_collimate_row(row: Row, *, source: str = "", index: int = 0) -> Task:
     """Read a row of the collimate task format (the bundled set's format).
 
     Keys: ``task_id``, ``prompt``, ``tests`` (an object with ``kind`` in ``unit``,
-    ``function_call``, ``assert``, ``property``, ``io``), and optionally ``entry_point``,
-    ``difficulty``, ``reference_solution``, ``wrong_solution``, ``tags``, ``starter_code``.
+    ``function_call``, ``assert``, ``property``, ``io``, ``program``), and optionally
+    ``entry_point``, ``difficulty``, ``reference_solution``, ``wrong_solution``, ``tags``,
+    ``starter_code``, ``language``, ``solutions`` and ``wrong_solutions`` (objects mapping a
+    language name to source).
     A property test's ``reference`` defaults to the row's ``reference_solution``.
 
     Args:
@@ -192,8 +194,8 @@ def from_collimate_row(row: Row, *, source: str = "", index: int = 0) -> Task:
 
     >>> t = from_collimate_row({"task_id": "a", "prompt": "Print hi.",
     ...     "tests": {"kind": "io", "cases": [{"stdin": "", "stdout": "hi\\n"}]}})
-    >>> t.tests
-    IOTests(cases=(('', 'hi\\n'),))
+    >>> t.tests.cases
+    (('', 'hi\\n'),)
     """
     del index
     reference = _get(row, "reference_solution", str, default=None)
