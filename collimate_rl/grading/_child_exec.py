@@ -60,8 +60,10 @@ def _exec_program(request: dict[str, Any]) -> dict[str, Any]:
             os.closerange(report_w + 1, 65536)
             os.execvp(argv[0], argv)
         except BaseException as exc:
-            missing = isinstance(exc, FileNotFoundError) and "/" not in argv[0]
-            text = f"{TOOLCHAIN_MISSING if missing else EXEC_FAILED}\n{type(exc).__name__}: {exc}"
+            if isinstance(exc, FileNotFoundError) and "/" not in argv[0]:
+                text = f"{TOOLCHAIN_MISSING}\n`{argv[0]}` is not on the sandbox's PATH"
+            else:
+                text = f"{EXEC_FAILED}\ncannot run `{argv[0]}`: {type(exc).__name__}: {exc}"
             try:
                 os.write(report_w, text.encode("utf-8", "replace")[:4000])
             except BaseException:

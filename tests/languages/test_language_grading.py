@@ -123,12 +123,12 @@ def test_runtime_errors_and_crashes_are_task_failures(local_client: Any, need: A
     need("c")
     cases = [{"input": "", "output": "x\n"}]
     programs = {
-        "#include <stdio.h>\nint main(void) { puts(\"x\"); return 3; }\n": ("error", "exit code 3"),
+        '#include <stdio.h>\nint main(void) { puts("x"); return 3; }\n': ("error", "exit code 3"),
         "#include <stdlib.h>\nint main(void) { abort(); }\n": ("crash", "killed by SIGABRT"),
         # the memory limit: a 1 GiB allocation fails under 64 MiB
         "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\nint main(void) {\n"
         " char *p = malloc(1 << 30); if (!p) return 7;\n"
-        " memset(p, 1, 1 << 30); printf(\"%d\\n\", p[4097]); return 0; }\n": ("error", "exit code 7"),
+        ' memset(p, 1, 1 << 30); printf("%d\\n", p[4097]); return 0; }\n': ("error", "exit code 7"),
     }
     for source, (status, detail) in programs.items():
         result = grade(

@@ -40,7 +40,8 @@ from collimate_rl.node.runtime.languages import (
 )
 
 from . import _polyglot_source as polyglot
-from ._programs import ALIAS_TAG, FENCE, LANGUAGES as TEMPLATES, chat, correct
+from ._programs import ALIAS_TAG, FENCE, chat, correct
+from ._programs import LANGUAGES as TEMPLATES
 
 # -- the table -----------------------------------------------------------------------------
 
@@ -55,8 +56,17 @@ def test_every_template_names_its_language() -> None:
 
 @pytest.mark.parametrize(
     ("name", "canonical"),
-    [("C++", "cpp"), ("cxx", "cpp"), ("JS", "javascript"), ("node", "javascript"), ("rs", "rust")]
-    + [("sh", "bash"), ("golang", "go"), ("go_test.go", "go"), ("py3", "python")],
+    [
+        ("C++", "cpp"),
+        ("cxx", "cpp"),
+        ("JS", "javascript"),
+        ("node", "javascript"),
+        ("rs", "rust"),
+        ("sh", "bash"),
+        ("golang", "go"),
+        ("go_test.go", "go"),
+        ("py3", "python"),
+    ],
 )
 def test_aliases(name: str, canonical: str) -> None:
     assert language(name).name == canonical
@@ -118,7 +128,9 @@ def test_io_reward_language_and_limits() -> None:
 
 def test_python_io_payload_is_unchanged() -> None:
     """Python keeps its warm path: no program, no limits unless asked for."""
-    payload = json.loads(IOReward([{"input": "", "output": ""}]).build("print(1)").files[0]["content"])
+    payload = json.loads(
+        IOReward([{"input": "", "output": ""}]).build("print(1)").files[0]["content"]
+    )
     assert set(payload) == {
         "cases",
         "strip_whitespace",
@@ -155,7 +167,10 @@ def test_grade_result_flags() -> None:
     assert "compile_error" in TEST_STATUSES
     failed = GradeResult(reward=0.0, tests=(TestOutcome("compile", "compile_error"),))
     assert failed.compile_error and not failed.forgeable
-    assert TestOutcome.from_frame({"name": "compile", "status": "compile_error"}).status == "compile_error"
+    assert (
+        TestOutcome.from_frame({"name": "compile", "status": "compile_error"}).status
+        == "compile_error"
+    )
 
 
 # -- MultiPL-E -----------------------------------------------------------------------------
@@ -182,7 +197,9 @@ def test_multipl_e_rows_become_forgeable_specs() -> None:
 def test_multipl_e_extraction() -> None:
     spec = MultiPLEReward.from_row(CPP_ROW)
     # a raw continuation keeps its indentation and stops at the first stop token
-    assert spec.extract_source("    return x + y;\n}\nint main() { hack(); }") == "    return x + y;"
+    assert (
+        spec.extract_source("    return x + y;\n}\nint main() { hack(); }") == "    return x + y;"
+    )
     # a chat answer that repeats the signature: what follows it, cut the same way
     answer = "Sure:\n```cpp\nlong add(long x, long y) {\n    return x + y;\n}\n```"
     assert spec.extract_source(answer) == "    return x + y;"
@@ -191,7 +208,9 @@ def test_multipl_e_extraction() -> None:
     python = MultiPLEReward(
         "def f(x):\n    '''doc\n    >>> f(1)\n    2'''\n", "assert f(1) == 2\n", "py"
     )
-    assert python.extract_source("```python\ndef f(x):\n    return x + 1\n```") == "    return x + 1"
+    assert (
+        python.extract_source("```python\ndef f(x):\n    return x + 1\n```") == "    return x + 1"
+    )
 
 
 # -- loaders -------------------------------------------------------------------------------
@@ -244,7 +263,10 @@ def test_collimate_rows_keep_solutions_by_language() -> None:
         wrong_solutions={"go": "c"},
     )
     assert from_collimate_row(to_collimate_row(task)) == task
-    assert from_collimate_row({**to_collimate_row(task), "solutions": {"c++": "x"}}).solution("cpp") == "x"
+    assert (
+        from_collimate_row({**to_collimate_row(task), "solutions": {"c++": "x"}}).solution("cpp")
+        == "x"
+    )
     assert hash(task) == hash(from_collimate_row(to_collimate_row(task)))
 
 
@@ -287,8 +309,10 @@ def test_absent_toolchains_are_named(tmp_path: Path) -> None:
     os.symlink(gcc, tmp_path / "gcc")
     found = detect_languages(search_path=str(tmp_path))
     assert set(found.available) == {"c"} and "cpp" in found.unavailable
-    assert detect_languages(search_path=str(tmp_path), only=["cpp"]).unavailable["c"].startswith(
-        "switched off"
+    assert (
+        detect_languages(search_path=str(tmp_path), only=["cpp"])
+        .unavailable["c"]
+        .startswith("switched off")
     )
 
 

@@ -1,0 +1,56 @@
+"""A missing toolchain is a clear error, never a crash: on the node and in a sandbox."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collimate_rl.errors import CollimateNotFoundError, CollimateUsageError
+from collimate_rl.grading import IOReward, grade
+
+from ._programs import correct, fenced, spec
+
+pytestmark = pytest.mark.bwrap
+
+
+def test_a_node_without_a_toolchain_names_the_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose toolchain PATH has only gcc and bash offers c and bash, says why not the rest."""
+    from collimate_rl.node import LocalNode
+
+    for tool in ("gcc", "bash"):
+        found = shutil.which(tool)
+        if found is None:
+            pytest.skip(f"no {tool} here")
+        os.symlink(found, tmp_path / tool)
+    monkeypatch.setenv("COLLIMATE_TOOLCHAIN_PATH", str(tmp_path))
+    with LocalNode() as node:
+        client = node.client()
+        ids = client.templates()
+        assert {"python3", "c", "bash"} <= set(ids) and "cpp" not in ids
+        assert ids.unavailable["cpp"] == f"`g++` not found on the PATH ({tmp_path})"
+        assert ids.unavailable["rust"].startswith("`rustc` not found")
+        with pytest.raises(
+            CollimateNotFoundError, match=r"'cpp' is not available on this node: `g\+\+` not found"
+        ):
+            grade(client, "cpp", fenced(correct("cpp"), "cpp"), spec())
+        assert client.health().status == "ok"
+        assert grade(client, "c", fenced(correct("c"), "c"), spec()).reward == 1.0
+
+
+def test_a_sandbox_without_the_compiler_raises_a_usage_error(local_client: Any) -> None:
+    """The Python template has no Rust: grading Rust there names the missing tool."""
+    with pytest.raises(CollimateUsageError, match="rustc"):
+        grade(local_client, "python3", fenced(correct("rust"), "rust"), spec(language="rust"))
+    ok = grade(
+        local_client,
+        "python3",
+        fenced(correct("python"), "python"),
+        IOReward([{"input": "1 2\n", "output": "3\n"}]),
+    )
+    assert ok.reward == 1.0
