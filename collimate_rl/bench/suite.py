@@ -4,6 +4,8 @@ Sections (``--only`` picks some): ``latency`` (no-op exec latency), ``grpo`` (GR
 throughput per task set, against skyrl-gym's grader and unisolated runners), ``forks``
 (fork-group latency), ``memory`` (per idle forked session), ``scaling`` (group size,
 grading threads, live sessions). A ``targets`` table sums up the project's goals.
+``languages`` (grade p50 and throughput per language, and the language warm-ups) runs only
+when named in ``--only``: it compiles hundreds of programs.
 
 ``--quick`` is a CI-sized run (well under a minute on 2 idle cores); the default is the full
 run recorded in ``benchmarks/README.md``. Output: rich tables, or ``--json`` / ``--markdown``.
@@ -24,13 +26,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collimate_rl.bench import forks, grpo, latency, scaling
+from collimate_rl.bench import forks, grpo, languages, latency, scaling
 from collimate_rl.bench.report import Report, Section, load_average, machine_info
 from collimate_rl.bench.targets import targets_section
 
 __all__ = ["FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
 
 SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
+#: Sections that run only when ``--only`` names them.
+OPT_IN_SECTIONS = ("languages",)
 #: The unisolated runners' threads: one per core, as many as the node runs execs at once.
 _CORES = os.cpu_count() or 2
 
@@ -55,6 +59,8 @@ class Plan:
     session_counts: tuple[int, ...]
     session_samples: int
     session_seconds: float
+    language_samples: int = 32
+    warm_up_samples: int = 10
 
 
 QUICK = Plan(
@@ -74,6 +80,8 @@ QUICK = Plan(
     session_counts=(1, 10, 50),
     session_samples=15,
     session_seconds=0.5,
+    language_samples=4,
+    warm_up_samples=3,
 )
 
 FULL = Plan(
@@ -110,7 +118,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--only",
         type=_section_list,
         default=list(SECTIONS),
-        help=f"comma-separated sections to run, from {','.join(SECTIONS)} (default: all)",
+        help=f"comma-separated sections to run, from {','.join((*SECTIONS, *OPT_IN_SECTIONS))} "
+        "(default: all but languages)",
     )
     parser.add_argument(
         "--task-sets",
@@ -124,10 +133,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def _section_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SECTIONS]
+    unknown = [name for name in names if name not in (*SECTIONS, *OPT_IN_SECTIONS)]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown section(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(SECTIONS)}"
+            f"unknown section(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join((*SECTIONS, *OPT_IN_SECTIONS))}"
         )
     return names
 
@@ -203,6 +213,11 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
                     node_pid=node.pid,
                 )
             )
+        if "languages" in only:
+            sections.append(
+                languages.languages_section(client, plan.language_samples, plan.workers, progress)
+            )
+            sections.append(languages.warm_up_section(client, plan.warm_up_samples, progress))
         client.close()
     report.machine["load_1min_at_end"] = load_average()
     progress("done")
