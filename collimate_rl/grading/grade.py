@@ -105,6 +105,7 @@ class _Job:
     seed: str | None
     timeout_seconds: float
     session_id: str | None
+    egress: Mapping[str, Any] | None = None
 
     def request(self, warm: bool = False) -> dict[str, Any]:
         return {
@@ -126,6 +127,7 @@ def _prepare(
     timeout_seconds: float,
     session_id: str | None,
     extract: Extract,
+    egress: Mapping[str, Any] | None = None,
 ) -> _Job:
     if not isinstance(spec, RewardSpec):
         raise CollimateUsageError(f"spec must be a RewardSpec, not {type(spec).__name__}")
@@ -135,6 +137,10 @@ def _prepare(
         raise CollimateUsageError(f"seed must be 64 hex characters or None, not {seed!r}")
     if not timeout_seconds > 0:
         raise CollimateUsageError(f"timeout_seconds must be positive, not {timeout_seconds!r}")
+    if egress is not None and session_id is not None:
+        raise CollimateUsageError(
+            "egress applies to one-shot grades; a session's policy is set when it is created"
+        )
     spec = bind_language(spec, template)
     if extract is True:
         source = extract_source(spec, completion)
@@ -145,7 +151,16 @@ def _prepare(
     nonce = secrets.token_hex(16)
     program = spec.build(source, nonce=nonce, timeout_seconds=timeout_seconds)
     return _Job(
-        template, spec, completion, source, program, nonce, seed, timeout_seconds, session_id
+        template,
+        spec,
+        completion,
+        source,
+        program,
+        nonce,
+        seed,
+        timeout_seconds,
+        session_id,
+        dict(egress) if egress is not None else None,
     )
 
 
@@ -268,16 +283,23 @@ def _infra(exc: BaseException) -> CollimateError | None:
     return None
 
 
+def _one_shot(job: _Job, warm: bool) -> dict[str, Any]:
+    request = job.request(warm)
+    if job.egress is not None:  # only when asked: a client need not know the keyword
+        request["egress"] = job.egress
+    return request
+
+
 def _call_sync(client: _SyncClient, job: _Job, warm: bool) -> Any:
     if job.session_id is not None:
         return client.session_exec(job.session_id, **job.request(warm))
-    return client.exec_once(job.template, **job.request(warm))
+    return client.exec_once(job.template, **_one_shot(job, warm))
 
 
 async def _call_async(client: _AsyncClient, job: _Job, warm: bool) -> Any:
     if job.session_id is not None:
         return await client.session_exec(job.session_id, **job.request(warm))
-    return await client.exec_once(job.template, **job.request(warm))
+    return await client.exec_once(job.template, **_one_shot(job, warm))
 
 
 def _exec_sync(client: _SyncClient, job: _Job) -> Any:
@@ -324,7 +346,13 @@ def _run_sync(client: _SyncClient, job: _Job, recorder: ReplayRecorder | None) -
         result = _finish(job, response)
     if recorder is not None:
         recorder.record(
-            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
+            job.template,
+            job.spec,
+            job.completion,
+            job.source,
+            job.timeout_seconds,
+            result,
+            egress=job.egress,
         )
     return result
 
@@ -345,7 +373,13 @@ async def _run_async(
         result = _finish(job, response)
     if recorder is not None:
         recorder.record(
-            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
+            job.template,
+            job.spec,
+            job.completion,
+            job.source,
+            job.timeout_seconds,
+            result,
+            egress=job.egress,
         )
     return result
 
@@ -361,6 +395,7 @@ def grade(
     session_id: str | None = None,
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> GradeResult:
     """Grade one completion in one exec.
 
@@ -378,7 +413,10 @@ def grade(
         extract: ``True`` (the last fenced block in the spec's language, see
             :func:`~collimate_rl.grading.extract_code`), ``False`` (the
             completion is the code) or a callable.
-        recorder: a :class:`~collimate_rl.grading.ReplayRecorder` to append to.
+        recorder: a :class:`~collimate_rl.grading.ReplayRecorder` to append to
+            (it records ``egress`` too).
+        egress: the egress policy of a one-shot grade on a networked template
+            (docs/egress.md); a session's policy is set when it is created.
 
     Raises:
         CollimateError: an infrastructure failure (never a task failure).
@@ -392,6 +430,7 @@ def grade(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     return _run_sync(client, job, recorder)
 
@@ -407,6 +446,7 @@ async def agrade(
     session_id: str | None = None,
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> GradeResult:
     """The async twin of :func:`grade` (for ``AsyncCollimateClient``)."""
     job = _prepare(
@@ -417,6 +457,7 @@ async def agrade(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     return await _run_async(client, job, recorder)
 
@@ -511,6 +552,7 @@ def grade_batch(
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
     on_result: ResultCallback | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> list[GradeResult]:
     """Grade many completions concurrently; results keep the input order.
 
@@ -529,7 +571,7 @@ def grade_batch(
             resumable log); under ``on_infra_error="zero"`` an infrastructure
             failure comes as its flagged zero result, under ``"skip"`` and
             ``"raise"`` it does not come at all.
-        Other arguments: as for :func:`grade`.
+        Other arguments (``egress`` included): as for :func:`grade`.
     """
     jobs = _batch_jobs(
         template,
@@ -541,6 +583,7 @@ def grade_batch(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}
@@ -589,6 +632,7 @@ async def agrade_batch(
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
     on_result: ResultCallback | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> list[GradeResult]:
     """The async twin of :func:`grade_batch` (runs on asyncio or trio via anyio)."""
     jobs = _batch_jobs(
@@ -601,6 +645,7 @@ async def agrade_batch(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}

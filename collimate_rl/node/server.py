@@ -31,8 +31,11 @@ from typing import Any, Final
 
 import uvicorn
 
+from collimate_rl._bearer import read_token_file
+from collimate_rl._binds import DEFAULT_HOST, exposure_warning
 from collimate_rl.node.app import create_app
 from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.runtime.base import Runtime, RuntimeError_
 
 __all__ = [
@@ -141,12 +144,14 @@ def make_runtime(
     state_dir: Path | None = None,
     factory: str | RuntimeFactory | None = None,
     share_site_packages: bool = False,
+    sandbox_uid: int | None = None,
     languages: str | None = None,
 ) -> Runtime:
     """Build the runtime: ``factory`` (a callable or ``"module:callable"``) or the real one.
 
     ``isolation`` ``None``/``"auto"`` means bwrap on Linux. ``share_site_packages``
     exposes the node's site-packages read-only in the sandboxes (docs/services.md).
+    ``sandbox_uid`` is the host uid sandboxes run as (default: the runtime's own pick).
     ``languages`` picks the built-in language templates (``"auto"``: every toolchain
     found; ``"none"``; or ``"c,cpp,java"``).
     """
@@ -167,6 +172,8 @@ def make_runtime(
     if not callable(factory):
         raise TypeError(f"runtime factory {factory!r} is not callable")
     extra: dict[str, Any] = {"share_site_packages": True} if share_site_packages else {}
+    if sandbox_uid is not None:
+        extra["sandbox_uid"] = sandbox_uid
     if languages is not None:
         extra["languages"] = languages
     runtime: Runtime = factory(isolation, state_dir=state_dir, **extra)
@@ -181,9 +188,14 @@ def _note_early_signal(sig: int, frame: FrameType | None) -> None:
 
 
 async def _serve_async(
-    runtime: Runtime, sock: socket.socket, where: str, config: NodeConfig, log_level: str
+    runtime: Runtime,
+    sock: socket.socket,
+    where: str,
+    config: NodeConfig,
+    log_level: str,
+    token: str | None = None,
 ) -> None:
-    app = create_app(runtime, config, manage_lifecycle=False)
+    app = create_app(runtime, config, manage_lifecycle=False, token=token)
     node: Node = app.state.node
     try:
         # Fails here, before anything is served, if the runtime cannot start.
@@ -203,7 +215,19 @@ async def _serve_async(
         )
         server = NodeServer(uv_config, node)
         isolation = getattr(runtime.isolation, "value", runtime.isolation)
-        logger.info("collimate node serving on %s (isolation: %s)", where, isolation)
+        logger.info(
+            "collimate node serving on %s (isolation: %s, %s)",
+            where,
+            isolation,
+            "bearer token required" if token is not None else "no token",
+        )
+        if config.egress.customized:
+            logger.warning(
+                "egress overrides in force: resolve %s, internet %s, resolve-only %s",
+                {k: [str(a) for a in v] for k, v in config.egress.resolve.items()},
+                [str(n) for n in config.egress.internet],
+                config.egress.resolve_only,
+            )
         await server.serve(sockets=[sock])
     finally:
         await node.close()
@@ -219,7 +243,7 @@ def _note_listen_socket(runtime: Runtime, path: Path) -> None:
 
 def serve(
     *,
-    host: str = "127.0.0.1",
+    host: str = DEFAULT_HOST,
     port: int = 8080,
     socket_path: str | os.PathLike[str] | None = None,
     isolation: str | None = None,
@@ -229,6 +253,8 @@ def serve(
     runtime_factory: str | RuntimeFactory | None = None,
     log_level: str = "info",
     share_site_packages: bool = False,
+    token: str | None = None,
+    sandbox_uid: int | None = None,
     languages: str | None = None,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
@@ -245,6 +271,8 @@ def serve(
         log_level: uvicorn's log level.
         share_site_packages: expose the node's site-packages read-only in the
             sandboxes (operator opt-in, see docs/services.md).
+        token: require ``Authorization: Bearer <token>`` on every request.
+        sandbox_uid: the host uid sandboxes run as (when the node is root).
         languages: the built-in language templates to offer (see :func:`make_runtime`).
 
     Example (blocks, so not run here)::
@@ -252,6 +280,17 @@ def serve(
         serve(socket_path="/run/collimate-session/serve.sock", isolation="auto")
     """
     config = config or NodeConfig()
+    if socket_path is None:
+        warning = exposure_warning(
+            host,
+            "the node",
+            hint="it runs code for them: keep it behind a firewall"
+            + ("" if token is not None else " and require --token-file"),
+        )
+        if warning is not None:
+            logger.warning("%s", warning)
+        elif token is None:
+            logger.info("TCP without a token: every local user can use this node (--token-file)")
     sock = bind_unix_socket(socket_path) if socket_path is not None else bind_tcp_socket(host, port)
     where = (
         f"unix:{os.fspath(socket_path)}"
@@ -265,11 +304,12 @@ def serve(
                 state_dir=Path(state_dir) if state_dir is not None else None,
                 factory=runtime_factory,
                 share_site_packages=share_site_packages,
+                sandbox_uid=sandbox_uid,
                 languages=languages,
             )
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
-        asyncio.run(_serve_async(runtime, sock, where, config, log_level))
+        asyncio.run(_serve_async(runtime, sock, where, config, log_level, token))
     finally:
         sock.close()
         if socket_path is not None:
@@ -283,9 +323,22 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p = parser or argparse.ArgumentParser(
         prog="collimate serve", description="Run the local collimate sandbox node."
     )
-    p.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"TCP host (default {DEFAULT_HOST}; a wider address such as 0.0.0.0 logs a "
+        "warning: everyone who reaches the port can run code here)",
+    )
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument("--socket", default=None, help="serve on this unix socket instead of TCP")
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="require 'Authorization: Bearer <token>' with the token in FILE (not readable "
+        "by others) on every request; clients pass token= or set $COLLIMATE_SERVE_TOKEN. "
+        "Recommended for TCP whenever the host has other users",
+    )
     p.add_argument(
         "--isolation",
         choices=("auto", "bwrap", "none"),
@@ -348,6 +401,47 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="drain and stop when this inherited pipe's read end reaches EOF, i.e. when "
         "every process holding its write end has exited (LocalNode passes one)",
     )
+    egress = p.add_argument_group(
+        "egress (networked templates, docs/egress.md)",
+        "Operator settings of the egress proxy. The defaults are the strict ones; the "
+        "overrides exist for air-gapped mirrors and for tests that serve a stand-in "
+        "internet on other loopback addresses.",
+    )
+    egress.add_argument(
+        "--egress-resolve",
+        action="append",
+        default=[],
+        metavar="NAME=IP[,IP]",
+        help="the proxy resolves NAME (or *.SUFFIX) to these addresses instead of asking DNS",
+    )
+    egress.add_argument(
+        "--egress-internet",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="treat this non-public range as the internet (the node's own sockets stay "
+        "unreachable)",
+    )
+    egress.add_argument(
+        "--egress-resolve-only",
+        action="store_true",
+        help="never ask the system resolver: only --egress-resolve names can be reached",
+    )
+    egress.add_argument(
+        "--egress-connect-timeout",
+        type=float,
+        default=defaults.egress.connect_timeout,
+        metavar="SECONDS",
+        help=f"upstream connect timeout (default {defaults.egress.connect_timeout:g})",
+    )
+    p.add_argument(
+        "--sandbox-uid",
+        type=int,
+        default=None,
+        metavar="UID",
+        help="host uid the sandboxes run as when the node is root (default: the first uid "
+        "from 2000000000 up that no account, group or subordinate id range uses)",
+    )
     p.add_argument(
         "--languages",
         default=None,
@@ -382,6 +476,15 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
             "collimate serve: --max-inflight and --max-sessions must be >= 1, "
             "--queue and --pool-size >= 0"
         )
+    try:
+        egress = EgressSettings.from_flags(
+            resolve=args.egress_resolve,
+            internet=args.egress_internet,
+            resolve_only=args.egress_resolve_only,
+            connect_timeout=args.egress_connect_timeout,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"collimate serve: {exc}") from None
     return NodeConfig(
         max_inflight=args.max_inflight,
         queue=args.queue,
@@ -389,6 +492,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         session_ttl=args.session_ttl if args.session_ttl and args.session_ttl > 0 else None,
         pool_size=args.pool_size,
         drain_timeout=args.drain_timeout,
+        egress=egress,
     )
 
 
@@ -403,6 +507,11 @@ def run_from_args(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     config = config_from_args(args)
+    try:
+        token = read_token_file(args.token_file) if args.token_file is not None else None
+    except (OSError, ValueError) as exc:
+        print(f"collimate serve: --token-file: {exc}", file=sys.stderr)
+        return 2
     # Until the event loop takes over, a SIGTERM/SIGINT is only noted, so the
     # socket and runtime set up so far are still cleaned up.
     previous = {
@@ -421,6 +530,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             runtime_factory=args.runtime_factory,
             log_level=args.log_level,
             share_site_packages=args.share_site_packages,
+            token=token,
+            sandbox_uid=args.sandbox_uid,
             languages=args.languages,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:

@@ -24,7 +24,12 @@ import httpx
 from collimate_rl.wire import _daemon_flows as _d
 from collimate_rl.wire._base import AsyncClientBase, SyncClientBase, check_url
 from collimate_rl.wire._env import DEFAULT_SESSION_SOCKET, resolve_transport
-from collimate_rl.wire._transport import UDS_BASE, make_async_http, make_sync_http
+from collimate_rl.wire._transport import (
+    UDS_BASE,
+    make_async_http,
+    make_sync_http,
+    node_auth_headers,
+)
 from collimate_rl.wire.models import (
     CreateSessionResponse,
     DeleteResponse,
@@ -64,6 +69,8 @@ class CollimateClient(SyncClientBase):
         transport: an ``httpx.BaseTransport`` to use instead (tests, proxies).
         sleep: the sleep used between retries (default ``time.sleep``).
         rng: the RNG for backoff jitter.
+        token: the node's bearer token (``collimate serve --token-file``);
+            default ``$COLLIMATE_SERVE_TOKEN``; none: no ``Authorization`` header.
 
     Idempotent requests (GET, DELETE) retry on 429/5xx and transport errors.
     Creates and execs retry only when the node proves nothing ran
@@ -87,6 +94,7 @@ class CollimateClient(SyncClientBase):
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
         rng: random.Random | None = None,
+        token: str | None = None,
     ) -> None:
         self._init_settings(timeout, retries, backoff, retry_budget, rng)
         self.unix_socket = unix_socket
@@ -94,7 +102,10 @@ class CollimateClient(SyncClientBase):
         if sleep is not None:
             self._sleep = sleep
         self._http = make_sync_http(
-            unix_socket=unix_socket, transport=transport, tls=self.base.startswith("https:")
+            unix_socket=unix_socket,
+            transport=transport,
+            headers=node_auth_headers(token),
+            tls=self.base.startswith("https:"),
         )
 
     @classmethod
@@ -215,6 +226,7 @@ class CollimateClient(SyncClientBase):
         network: bool = False,
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
+        egress: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Bake ``setup`` commands over ``base`` into a new template (our local node's extension).
 
@@ -223,9 +235,12 @@ class CollimateClient(SyncClientBase):
         (a gateway ReadySpec dict: ``cmd``, ``ports``, ``http``,
         ``http_timeout_s``, ``env``) makes every session run ``cmd`` as a
         server on ``ports`` (its ``endpoints``); ``setup`` may then be empty.
+        ``network`` also makes the template networked (its sessions take an
+        ``egress`` policy; ``setup`` may be empty) and ``egress`` is its default
+        policy (docs/egress.md).
         """
         return self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready)
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready, egress)
         )
 
 
@@ -249,6 +264,7 @@ class AsyncCollimateClient(AsyncClientBase):
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
+        token: str | None = None,
     ) -> None:
         self._init_settings(timeout, retries, backoff, retry_budget, rng)
         self.unix_socket = unix_socket
@@ -256,7 +272,10 @@ class AsyncCollimateClient(AsyncClientBase):
         if sleep is not None:
             self._sleep = sleep
         self._http = make_async_http(
-            unix_socket=unix_socket, transport=transport, tls=self.base.startswith("https:")
+            unix_socket=unix_socket,
+            transport=transport,
+            headers=node_auth_headers(token),
+            tls=self.base.startswith("https:"),
         )
 
     @classmethod
@@ -364,8 +383,9 @@ class AsyncCollimateClient(AsyncClientBase):
         network: bool = False,
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
+        egress: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """See :meth:`CollimateClient.bake_template`."""
         return await self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready)
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready, egress)
         )

@@ -18,6 +18,7 @@ import pytest
 
 from collimate_rl.errors import CollimateServerError
 from collimate_rl.node import LocalNode
+from tests._other_user import connect_as_other_user, needs_root
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/ns/user").exists(), reason="needs Linux namespaces"
@@ -175,6 +176,30 @@ def test_a_service_cannot_reach_the_host_or_other_sessions(client: Any) -> None:
         client.delete_session(victim.session_id)
 
 
+def test_an_exec_cannot_reach_the_socket_folder_through_the_keeper(client: Any) -> None:
+    # K keeps a descriptor of the host-shared socket folder (every session's server
+    # socket, the master's); /proc/<K>/fd must not hand it to the session's code.
+    created = client.create_session("svc-web")
+    try:
+        scan = client.session_exec(
+            created.session_id,
+            code="import os\nseen = []\n"
+            "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+            "    try:\n"
+            "        for fd in os.listdir(f'/proc/{pid}/fd'):\n"
+            "            path = f'/proc/{pid}/fd/{fd}'\n"
+            "            if os.path.isdir(path):\n"
+            "                seen += os.listdir(path)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print([name for name in seen if name.endswith('.sock')])",
+        )
+        assert scan.stdout.strip() == "[]"
+        assert _get(created.endpoints["8000"]) == 200
+    finally:
+        client.delete_session(created.session_id)
+
+
 def test_a_crashing_service_fails_the_create_with_its_output(client: Any) -> None:
     client.bake_template(
         "svc-crash",
@@ -298,5 +323,23 @@ def test_a_backgrounded_server_works_as_on_the_gateway(client: Any) -> None:
         assert _get(created.endpoints["8000"]) == 200
         client.session_exec(created.session_id, command="true")  # a sweep
         assert _get(created.endpoints["8000"]) == 200
+    finally:
+        client.delete_session(created.session_id)
+
+
+@needs_root
+def test_another_local_user_cannot_reach_a_service_port(node: LocalNode, client: Any) -> None:
+    created = client.create_session("svc-web")
+    address = created.endpoints["8000"]
+    log = next((node.workdir or Path()).glob("state/t/*/socks/*.svc.log"))
+    request = b"GET /?from-another-user HTTP/1.0\r\n\r\n"
+    try:
+        assert _get(address, "/?from-the-node-user") == 200  # the node's own uid is served
+        seen = connect_as_other_user(address, request)
+        # a closed connection: no byte of the service's answer, and it never saw the request
+        assert seen in ("read 0 bytes: b''", "error ConnectionResetError"), seen
+        assert "?from-the-node-user" in log.read_text()
+        assert "from-another-user" not in log.read_text()
+        assert _get(address) == 200  # and the port still serves its owner
     finally:
         client.delete_session(created.session_id)

@@ -11,7 +11,9 @@
 
 Built-in template: ``"python3"`` (alias ``"py"``), the node's own Python with
 numpy importable, warm (a fork-server; ``code`` execs run in a forked,
-pre-imported interpreter). Language templates (``c``, ``cpp``, ``java``,
+pre-imported interpreter). Under ``bwrap`` every built-in template also has a
+networked twin ``"<id>-net"`` (same container; sessions with the egress relay,
+see docs/egress.md). Language templates (``c``, ``cpp``, ``java``,
 ``javascript``, ``rust``, ``bash``, ``go``), one per toolchain found on the
 host, start on first use (:mod:`.languages`).
 """
@@ -41,18 +43,18 @@ from .bwrap import BwrapStatus, detect_bwrap
 from .driver import (
     BUILTIN_TEMPLATE,
     DEFAULT_PRELOAD,
-    DEFAULT_SANDBOX_UID,
     MAX_FORK_DEPTH,
     LocalRuntime,
     LocalSession,
 )
+from .sandbox_uid import SANDBOX_UID_BASE, resolve_sandbox_uid
 
 __all__ = [
     "BUILTIN_TEMPLATE",
     "DEFAULT_PRELOAD",
-    "DEFAULT_SANDBOX_UID",
     "MAX_FORK_DEPTH",
     "OUTPUT_CAP_BYTES",
+    "SANDBOX_UID_BASE",
     "BwrapStatus",
     "BwrapUnavailable",
     "ExecOutcome",
@@ -94,7 +96,8 @@ def create_runtime(
     :class:`BwrapUnavailable` (never falls back silently) if it cannot work;
     ``"bwrap"`` insists on it; ``"none"`` runs without any isolation and warns.
     ``sandbox_uid``: host uid the sandboxes run as when the node is root
-    (default :data:`DEFAULT_SANDBOX_UID`); ignored when the node is not root.
+    (default: the first uid from :data:`SANDBOX_UID_BASE` up that no account of
+    the host uses, see :mod:`.sandbox_uid`); ignored when the node is not root.
     ``memory_limit_bytes``: cap per template container through a cgroup-v1
     memory cgroup when the node is root and the controller is writable
     (default: half the RAM; 0 disables; silently skipped, with a log line,
@@ -107,7 +110,7 @@ def create_runtime(
     toolchain found; ``"none"``; or names such as ``["c", "cpp"]``). Each
     starts on first use; see :mod:`.languages`.
     """
-    uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
+    uid = resolve_sandbox_uid(sandbox_uid)
     if isolation is None:
         if not sys.platform.startswith("linux"):
             raise BwrapUnavailable(

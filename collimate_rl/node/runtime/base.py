@@ -93,6 +93,10 @@ class TemplateSpec:
         preload: modules the warm interpreter imports before forking.
         env: extra environment for every exec (and the service).
         service: a server each session runs (see :class:`ServiceSpec`).
+        network: sessions are networked: their processes may open IP sockets
+            and reach the node's egress proxy through a relay on their own
+            loopback (``bwrap`` driver; the node applies each session's
+            policy, see docs/egress.md).
         binds: host paths shown read-only at the same path inside (a
             toolchain outside ``/usr``, e.g. a Rust sysroot under ``/root``).
         path: directories put on ``PATH``, after the node's Python.
@@ -105,6 +109,7 @@ class TemplateSpec:
     preload: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     service: ServiceSpec | None = None
+    network: bool = False
     binds: tuple[Path, ...] = ()
     path: tuple[str, ...] = ()
     limits: Limits | None = None

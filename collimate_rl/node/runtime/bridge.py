@@ -8,6 +8,11 @@ socket directory, to ``127.0.0.1:<port>`` inside the session. A
 every accepted connection to that unix socket: the session's ``endpoints``
 entry (``{"8000": "127.0.0.1:41234"}``, the daemon contract's shape).
 
+The port is private to the node's user: before relaying anything, the bridge
+looks up who owns the connecting socket (:mod:`collimate_rl._peer`) and drops
+the connection unless it is the node's uid or root. Any other local user gets
+a closed connection and the service never sees it.
+
 >>> import asyncio, tempfile, os
 >>> async def demo() -> tuple[bool, bool]:
 ...     bridge = Bridge(os.path.join(tempfile.gettempdir(), "no-such-relay.sock"))
@@ -23,12 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Bridge", "ServiceFailed", "read_bounded", "wait_http"]
+from collimate_rl._peer import connection_is_allowed, default_allowed_uids
+
+__all__ = ["Bridge", "ServiceFailed", "pump", "read_bounded", "wait_http"]
+
+log = logging.getLogger("collimate_rl.node.runtime")
 
 _CHUNK = 65536
 
@@ -43,13 +53,22 @@ class Bridge:
     Args:
         target: the session's relay socket (``<key>.p<port>.sock``).
         host: where to listen (the node's loopback by default).
+        allowed_uids: whose connections are relayed (default: the node's uid and root).
     """
 
-    def __init__(self, target: str | Path, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        target: str | Path,
+        host: str = "127.0.0.1",
+        allowed_uids: frozenset[int] | None = None,
+    ) -> None:
         self.target = str(target)
         self.host = host
+        self.allowed_uids = default_allowed_uids() if allowed_uids is None else allowed_uids
         self.port = 0
         self.closed = False
+        #: connections dropped because their socket belonged to another uid
+        self.refused = 0
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task[None]] = set()
         #: ``time.monotonic()`` of the last connection opened or closed
@@ -73,18 +92,29 @@ class Bridge:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
-        self.last_used = time.monotonic()
         inner_writer: asyncio.StreamWriter | None = None
         try:
+            if not await connection_is_allowed(writer, self.allowed_uids):
+                self.refused += 1
+                log.log(  # once per port at warning level: a flood must not flood the log
+                    logging.WARNING if self.refused == 1 else logging.DEBUG,
+                    "service port %s: refused a connection from %s (its socket belongs to "
+                    "another user)",
+                    self.address,
+                    writer.get_extra_info("peername"),
+                )
+                return
+            self.last_used = time.monotonic()
             inner_reader, inner_writer = await asyncio.open_unix_connection(self.target)
             await asyncio.gather(
-                _pump(reader, inner_writer), _pump(inner_reader, writer), return_exceptions=True
+                pump(reader, inner_writer), pump(inner_reader, writer), return_exceptions=True
             )
         except (OSError, asyncio.CancelledError):
             pass
         finally:
             self._conns.discard(task)
-            self.last_used = time.monotonic()
+            if inner_writer is not None:
+                self.last_used = time.monotonic()
             for w in (writer, inner_writer):
                 if w is not None:
                     w.close()
@@ -105,12 +135,23 @@ class Bridge:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pump(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    on_bytes: Callable[[int], None] | None = None,
+) -> None:
+    """Copy ``reader`` to ``writer`` until EOF, then pass the EOF on (half-close).
+
+    ``on_bytes(n)`` is called for every chunk copied (the egress proxy counts
+    bytes with it). A failed write closes ``writer``.
+    """
     try:
         while True:
             data = await reader.read(_CHUNK)
             if not data:
                 break
+            if on_bytes is not None:
+                on_bytes(len(data))
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():

@@ -45,13 +45,13 @@ from .base import (
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
 from .languages import LanguageTemplates
+from .sandbox_uid import resolve_sandbox_uid
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
 __all__ = [
     "BUILTIN_TEMPLATE",
     "DEFAULT_PRELOAD",
-    "DEFAULT_SANDBOX_UID",
     "MAX_FORK_DEPTH",
     "LocalRuntime",
     "LocalSession",
@@ -61,6 +61,9 @@ __all__ = [
 BUILTIN_TEMPLATE = "python3"
 #: Alias ids that resolve to the built-in template (the SDK's local backend uses ``py``).
 TEMPLATE_ALIASES = {"py": BUILTIN_TEMPLATE}
+#: Every built-in template ``<id>`` has a networked twin ``<id><suffix>`` (``python3-net``):
+#: the same container, sessions with the egress relay (see docs/egress.md).
+NETWORK_TWIN_SUFFIX = "-net"
 DEFAULT_PRELOAD: tuple[str, ...] = (
     "random",
     "json",
@@ -83,8 +86,6 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "resource",
     "atexit",
 )
-#: Default host uid the sandboxes run as when the node is root.
-DEFAULT_SANDBOX_UID = 65534
 #: Nested user namespaces are limited to 32 levels by the kernel: the host,
 #: the template container and the first session take three; keep a margin.
 MAX_FORK_DEPTH = 24
@@ -400,7 +401,7 @@ class TemplateHost:
         rt = self.runtime
         assert rt.bwrap_path is not None
         exe, prefix = _python_paths()
-        argv = [rt.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=False)]
+        argv = [rt.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=False, tls_roots=True)]
         if not str(prefix).startswith("/usr/"):
             argv += ["--ro-bind", str(prefix), str(prefix)]
         for d in _numpy_dirs():
@@ -505,6 +506,9 @@ class TemplateHost:
         header: dict[str, Any],
         ids: Sequence[str],
         depth: int,
+        *,
+        template_id: str | None = None,
+        networked: bool = False,
     ) -> list[LocalSession]:
         reply = await self.master(header)
         if not reply.get("ok"):
@@ -514,7 +518,7 @@ class TemplateHost:
         keys = [str(k) for k in reply["keys"]]
         out = []
         for sid, key in zip(ids, keys, strict=True):
-            sess = LocalSession(self, sid, key, depth)
+            sess = LocalSession(self, sid, key, depth, template_id=template_id, networked=networked)
             self.sessions[key] = sess
             out.append(sess)
         if self.spec.service is not None:
@@ -564,9 +568,20 @@ class TemplateHost:
 class LocalSession:
     """A session: a process tree forked by its template's master."""
 
-    def __init__(self, host: TemplateHost, session_id: str, key: str, depth: int) -> None:
+    def __init__(
+        self,
+        host: TemplateHost,
+        session_id: str,
+        key: str,
+        depth: int,
+        *,
+        template_id: str | None = None,
+        networked: bool = False,
+    ) -> None:
         self._host = host
         self._session_id = session_id
+        self._template_id = template_id or host.spec.template_id
+        self._networked = networked
         self._key = key
         self._sock = host.sock_dir / f"{key}.sock"
         self._depth = depth
@@ -644,7 +659,13 @@ class LocalSession:
 
     @property
     def template_id(self) -> str:
-        return self._host.spec.template_id
+        return self._template_id
+
+    @property
+    def egress_socket(self) -> Path | None:
+        """Where a networked session's egress relay connects: the node serves the
+        session's egress gate there (``None`` for a session without network)."""
+        return self._service_file("net.sock") if self._networked else None
 
     @property
     def fork_depth(self) -> int:
@@ -737,6 +758,8 @@ class LocalSession:
                 },
                 child_ids,
                 self._depth + 1,
+                template_id=self._template_id,
+                networked=self._networked,
             )
         finally:
             self._forking = False
@@ -750,7 +773,12 @@ class LocalSession:
         await self._host.kill([self._key])
         with contextlib.suppress(OSError):
             self._sock.unlink()
-        for suffix in ("svc.log", "svc.exit", *(f"p{p}.sock" for p in self._service_ports())):
+        for suffix in (
+            "svc.log",
+            "svc.exit",
+            "net.sock",
+            *(f"p{p}.sock" for p in self._service_ports()),
+        ):
             with contextlib.suppress(OSError):
                 self._service_file(suffix).unlink()
 
@@ -792,7 +820,8 @@ class LocalRuntime:
         self._memcg_parent: Path | None = None
         self._memcg_tag = secrets.token_hex(4)
         self.limits = limits or Limits()
-        self.sandbox_uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
+        #: the host uid sandboxes run as (see sandbox_uid.py); create_runtime checked it
+        self.sandbox_uid = resolve_sandbox_uid(None) if sandbox_uid is None else int(sandbox_uid)
         if os.geteuid() != 0:
             self.sandbox_uid = os.geteuid()
         self.bwrap_path = bwrap_path
@@ -801,6 +830,8 @@ class LocalRuntime:
         self.state_dir = Path(state_dir) if state_dir is not None else Path("/nonexistent")
         self._hosts: dict[str, TemplateHost] = {}
         self._specs: dict[str, TemplateSpec] = {}
+        #: networked twin id -> the built-in template whose container it shares
+        self._twins: dict[str, str] = {}
         self._counter = 0
         self._started = False
         self._closed = False
@@ -852,8 +883,12 @@ class LocalRuntime:
             os.chown(path, self.sandbox_uid, self.sandbox_uid)
 
     def _resolve(self, template_id: str) -> str:
+        """The id of the template host that serves ``template_id``."""
         if template_id in self._hosts:
             return template_id
+        twin_of = self._twins.get(template_id)
+        if twin_of is not None and twin_of in self._hosts:
+            return twin_of
         alias = TEMPLATE_ALIASES.get(template_id) or self.languages.resolve(template_id)
         if alias is not None and alias in self._hosts:
             return alias
@@ -864,7 +899,8 @@ class LocalRuntime:
         try:
             return self._hosts[self._resolve(template_id)]
         except KeyError:
-            started = await self.languages.start(template_id, self.limits, self.add_template)
+            base = self._twins.get(template_id, template_id)  # "cpp-net" starts "cpp"
+            started = await self.languages.start(base, self.limits, self.add_template)
             return self._hosts[started]
 
     # -- Runtime protocol
@@ -906,11 +942,31 @@ class LocalRuntime:
         except BaseException:
             await self.close()
             raise
+        self._add_network_twins()
+
+    def _add_network_twins(self) -> None:
+        """A networked twin for every template registered so far (the built-ins).
+
+        A twin shares its template's container: the network is a property of
+        each session (the master gives it the egress relay), so a twin costs
+        nothing until used. Only the ``bwrap`` driver can confine a session's
+        network; without it there are no twins.
+        """
+        if self.isolation is not Isolation.BWRAP:
+            return
+        for template_id, spec in self._specs.items():
+            twin = template_id + NETWORK_TWIN_SUFFIX
+            if not spec.network and twin not in self._hosts:
+                self._twins[twin] = template_id
+        for template_id in self.languages.detected.available:  # started on first use
+            self._twins.setdefault(template_id + NETWORK_TWIN_SUFFIX, template_id)
 
     def templates(self) -> list[str]:
         ids = list(self._hosts)
         ids += [a for a, t in TEMPLATE_ALIASES.items() if t in self._hosts and a not in ids]
         ids += [t for t in self.languages.ids() if t not in ids]
+        offered = set(self._hosts) | set(self.languages.detected.available)
+        ids += [t for t, base in self._twins.items() if base in offered and t not in ids]
         return ids
 
     def unavailable_templates(self) -> dict[str, str]:
@@ -918,7 +974,16 @@ class LocalRuntime:
         return self.languages.unavailable()
 
     def template_spec(self, template_id: str) -> TemplateSpec:
-        return self._specs[self._resolve(template_id)]
+        try:
+            spec = self._specs[self._resolve(template_id)]
+        except KeyError:  # a language template not started yet: its spec is built then
+            offered = self.languages.resolve(self._twins.get(template_id, template_id))
+            if offered is None:
+                raise
+            spec = TemplateSpec(offered)
+        if template_id in self._twins and template_id not in self._hosts:
+            return dataclasses.replace(spec, template_id=template_id, network=True)
+        return spec
 
     async def add_template(self, spec: TemplateSpec) -> None:
         if not self._started or self._closed:
@@ -947,8 +1012,17 @@ class LocalRuntime:
     async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
         if self._closed:
             raise RuntimeError_("runtime is closed")
-        host = await self._host_for(template_id)
-        (sess,) = await host.new_sessions({"op": "create"}, [session_id], 0)
+        await self._host_for(template_id)  # a language template starts on first use
+        spec = self.template_spec(template_id)
+        host = self._hosts[self._resolve(template_id)]
+        networked = spec.network and self.isolation is Isolation.BWRAP
+        (sess,) = await host.new_sessions(
+            {"op": "create", "network": networked},
+            [session_id],
+            0,
+            template_id=spec.template_id,
+            networked=networked,
+        )
         return sess
 
     async def bake(
@@ -963,14 +1037,18 @@ class LocalRuntime:
     ) -> TemplateSpec:
         if not _ID_RE.match(template_id):
             raise ValueError(f"bad template id {template_id!r}")
-        base_spec = self._specs[(await self._host_for(base)).spec.template_id]
+        await self._host_for(base)
+        base_spec = self.template_spec(base)
         merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
+        # a bake with network (or over a networked base) makes a networked template
+        networked = network or base_spec.network
         if not setup_commands:  # a new service or environment over the base's files
             spec = dataclasses.replace(
                 base_spec,
                 template_id=template_id,
                 env=merged_env,
                 service=service or base_spec.service,
+                network=networked,
             )
             await self.add_template(spec)
             return spec
@@ -999,6 +1077,7 @@ class LocalRuntime:
                 layers=(*base_spec.layers, upper),
                 env=merged_env,
                 service=service or base_spec.service,
+                network=networked,
             )
             await self.add_template(spec)
             ok = True
