@@ -54,8 +54,9 @@ def test_multipl_e_rows(lang: str, local_client: Any, need: Any) -> None:
         assert result.forgeable and not result.infra_error
         return result
 
-    assert score(good).reward == 1.0
-    assert score(chat).reward == 1.0
+    # a raw continuation in one language, a chat answer in the other (a C++ compile of
+    # MultiPL-E's prompt is slow: its <assert.h> comes before <bits/stdc++.h>, so no PCH)
+    assert score(chat if lang == "cpp" else good).reward == 1.0
     wrong = score(bad)
     assert wrong.reward == 0.0 and wrong.tests[0].status in ("fail", "crash"), wrong.tests
     assert score(forged).reward == 1.0, "forgeable by design: exit 0 before the tests passes"

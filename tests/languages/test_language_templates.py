@@ -1,4 +1,4 @@
-"""A missing toolchain is a clear error, never a crash: on the node and in a sandbox."""
+"""Language templates: a missing toolchain is a clear error, never a crash; networked twins."""
 
 from __future__ import annotations
 
@@ -54,3 +54,16 @@ def test_a_sandbox_without_the_compiler_raises_a_usage_error(local_client: Any) 
         IOReward([{"input": "1 2\n", "output": "3\n"}]),
     )
     assert ok.reward == 1.0
+
+
+def test_language_templates_have_networked_twins(local_client: Any, offered: Any) -> None:
+    """Every language template has its ``-net`` twin, which starts the template on first use."""
+    if "c" not in offered:
+        pytest.skip(f"no c template here: {offered.unavailable.get('c')}")
+    assert {"c-net", "cpp-net", "python3-net"} & set(offered) == {
+        t for t in ("c-net", "cpp-net", "python3-net") if t.removesuffix("-net") in offered
+    }
+    result = local_client.exec_once(
+        "c-net", command="gcc --version | head -n 1", egress={"mode": "none"}, timeout_seconds=60
+    )
+    assert result.exit_code == 0 and "gcc" in result.stdout
