@@ -103,8 +103,12 @@ class LanguageTemplate:
                 binds += _outside_links(home)
                 path.append(str(home / "bin"))
             elif not _is_system(real):
-                binds.append(real.parent.parent)  # the prefix: bin/ and its lib/ share
+                prefix = real.parent.parent  # the prefix: bin/ and its lib/ share
+                binds.append(prefix if len(prefix.parts) > 1 else real.parent)
                 path.append(str(real.parent))
+        for bind in binds:  # never the root or a whole system tree over the sandbox's own
+            if len(bind.parts) < 2 or any(bind == root for root in _SYSTEM):
+                raise RuntimeError(f"refusing to bind {bind} for {self.template_id}")
         if self.language == "java":
             limits = dataclasses.replace(
                 limits, address_space_bytes=max(limits.address_space_bytes, JAVA_ADDRESS_SPACE)
