@@ -101,9 +101,13 @@ def prepare_program(grader: Any, cases: int) -> bool:
         failure = _compile_failure(reply, timeout)
         if failure is not None:
             output = reply.stdout.strip()
-            grader.record("compile", COMPILE_ERROR, _short(output or failure, DETAIL_CHARS))
+            if reply.status == "ok" and reply.value > 0:  # the compiler's own verdict
+                detail, headline = output or failure, _first_line(output) or failure
+            else:  # stopped by a limit: say which first
+                detail, headline = f"{failure}\n{output}".strip(), failure
+            grader.record("compile", COMPILE_ERROR, _short(detail, DETAIL_CHARS))
             grader.total = max(grader.total, cases)
-            grader.error = "compile error: " + (_first_line(output) or failure)
+            grader.error = "compile error: " + headline
             grader.extra[COMPILE_ERROR] = True
             return False
     limits = dict(program.get("run_limits") or {})

@@ -136,3 +136,31 @@ def test_runtime_errors_and_crashes_are_task_failures(local_client: Any, need: A
         )
         assert result.reward == 0.0 and not result.infra_error
         assert result.tests[0].status == status and detail in result.tests[0].detail, result.tests
+
+
+def test_compile_and_run_limits_are_separate(local_client: Any, need: Any) -> None:
+    """Output per case, compiler output and compile time each have their own limit."""
+    need("c")
+    need("cpp")
+    case = [{"input": "", "output": "x\n"}]
+    flood = "#include <stdio.h>\nint main(void) { for (int i = 0; i < 1 << 21; i++) putchar('x'); }\n"
+    result = grade(local_client, "c", fenced(flood, "c"), IOReward(case, output_limit_bytes=1 << 20))
+    assert result.tests[0].status == "error" and "output limit" in result.tests[0].detail
+    noisy = "int main(void) {\n" + "  undeclared_name;\n" * 2000 + "}\n"
+    result = grade(local_client, "c", fenced(noisy, "c"), IOReward(case, compile_output_bytes=4096))
+    assert result.compile_error and not result.infra_error
+    slow = (  # constant evaluation that keeps the compiler busy for minutes
+        "constexpr long spin() {\n  long s = 0;\n"
+        "  for (long i = 0; i < 200000; i++) for (long j = 0; j < 200000; j++) s += i ^ j;\n"
+        "  return s;\n}\nconstexpr long value = spin();\nint main() { return value == 0; }\n"
+    )
+    start = time.monotonic()
+    result = grade(
+        local_client,
+        "cpp",
+        fenced(slow, "cpp"),
+        IOReward(case, compile_timeout=1.0),
+        timeout_seconds=60,
+    )
+    assert result.compile_error and "did not finish within 1s" in (result.tests[0].detail or ""), result
+    assert time.monotonic() - start < 30

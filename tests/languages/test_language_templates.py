@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from collimate_rl.cli import main as cli
 from collimate_rl.errors import CollimateNotFoundError, CollimateUsageError
 from collimate_rl.grading import IOReward, grade
 
@@ -18,7 +20,7 @@ pytestmark = pytest.mark.bwrap
 
 
 def test_a_node_without_a_toolchain_names_the_binary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A node whose toolchain PATH has only gcc and bash offers c and bash, says why not the rest."""
     from collimate_rl.node import LocalNode
@@ -41,6 +43,13 @@ def test_a_node_without_a_toolchain_names_the_binary(
             grade(client, "cpp", fenced(correct("cpp"), "cpp"), spec())
         assert client.health().status == "ok"
         assert grade(client, "c", fenced(correct("c"), "c"), spec()).reward == 1.0
+        # `collimate templates` says the same
+        url = f"unix:{node.socket_path}"
+        assert cli(["templates", "--json", "--url", url]) == 0
+        rows = json.loads(capsys.readouterr().out)["templates"]
+        assert {"id": "c"} in rows and {"id": "cpp", "unavailable": ids.unavailable["cpp"]} in rows
+        assert cli(["templates", "--url", url]) == 0
+        assert "`javac` not found" in capsys.readouterr().out
 
 
 def test_a_sandbox_without_the_compiler_raises_a_usage_error(local_client: Any) -> None:

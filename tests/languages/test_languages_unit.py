@@ -121,6 +121,7 @@ def test_io_reward_language_and_limits() -> None:
     assert program["compile"][0] == "g++" and program["run"] == ["./main"]
     assert program["compile_limits"]["timeout"] == 5.0
     assert program["run_limits"]["memory"] == 256 << 20
+    assert spec_from_dict(spec.to_dict()) == spec
     for bad in ({"memory_limit_bytes": 0}, {"compile_timeout": -1.0}, {"output_limit_bytes": 1.5}):
         with pytest.raises(CollimateUsageError):
             IOReward([], **bad)  # type: ignore[arg-type]
