@@ -4,6 +4,8 @@ Sections (``--only`` picks some): ``latency`` (no-op exec latency), ``grpo`` (GR
 throughput per task set, against skyrl-gym's grader and unisolated runners), ``forks``
 (fork-group latency), ``memory`` (per idle forked session), ``scaling`` (group size,
 grading threads, live sessions). A ``targets`` table sums up the project's goals.
+``cluster`` (a fleet on a simulated Ray cluster of 1, 2, 3 nodes: routing overhead and a
+cluster model) runs only when asked for, and is skipped when Ray is not installed.
 ``languages`` (grade p50 and throughput per language, and the language warm-ups) runs only
 when named in ``--only``: it compiles hundreds of programs.
 
@@ -26,15 +28,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collimate_rl.bench import forks, grpo, languages, latency, scaling
+from collimate_rl.bench import cluster, forks, grpo, languages, latency, scaling
 from collimate_rl.bench.report import Report, Section, load_average, machine_info
 from collimate_rl.bench.targets import targets_section
 
-__all__ = ["FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
+__all__ = ["DEFAULT_SECTIONS", "FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
 
-SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
-#: Sections that run only when ``--only`` names them.
-OPT_IN_SECTIONS = ("languages",)
+SECTIONS = ("latency", "grpo", "forks", "memory", "scaling", "cluster", "languages")
+#: What a run without ``--only`` measures (``cluster`` starts Ray, ``languages`` compiles
+#: hundreds of programs: on request only).
+DEFAULT_SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
 #: The unisolated runners' threads: one per core, as many as the node runs execs at once.
 _CORES = os.cpu_count() or 2
 
@@ -59,6 +62,7 @@ class Plan:
     session_counts: tuple[int, ...]
     session_samples: int
     session_seconds: float
+    cluster: cluster.ClusterPlan = cluster.FULL_CLUSTER
     language_samples: int = 32
     warm_up_samples: int = 10
 
@@ -80,6 +84,7 @@ QUICK = Plan(
     session_counts=(1, 10, 50),
     session_samples=15,
     session_seconds=0.5,
+    cluster=cluster.QUICK_CLUSTER,
     language_samples=4,
     warm_up_samples=3,
 )
@@ -117,9 +122,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         type=_section_list,
-        default=list(SECTIONS),
-        help=f"comma-separated sections to run, from {','.join((*SECTIONS, *OPT_IN_SECTIONS))} "
-        "(default: all but languages)",
+        default=list(DEFAULT_SECTIONS),
+        help=f"comma-separated sections to run, from {','.join(SECTIONS)} "
+        f"(default: {','.join(DEFAULT_SECTIONS)})",
     )
     parser.add_argument(
         "--task-sets",
@@ -133,11 +138,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def _section_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in (*SECTIONS, *OPT_IN_SECTIONS)]
+    unknown = [name for name in names if name not in SECTIONS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown section(s) {', '.join(unknown) or '(none given)'}; "
-            f"choose from {', '.join((*SECTIONS, *OPT_IN_SECTIONS))}"
+            f"choose from {', '.join(SECTIONS)}"
         )
     return names
 
@@ -219,9 +224,12 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
             )
             sections.append(languages.warm_up_section(client, plan.warm_up_samples, progress))
         client.close()
+    if "cluster" in only:
+        sections += cluster.cluster_sections(plan.cluster, progress)
     report.machine["load_1min_at_end"] = load_average()
     progress("done")
-    report.sections = [targets_section(sections), *sections]
+    targets = targets_section(sections)
+    report.sections = [targets, *sections] if targets.rows else sections  # none for --only cluster
     return report
 
 

@@ -29,7 +29,9 @@ from typing import Any, ClassVar, NamedTuple
 
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.grading import _codec
+from collimate_rl.grading._pysource import parse
 from collimate_rl.grading._shipping import full_program, warm_stub
+from collimate_rl.grading._starter import join_starter
 from collimate_rl.grading.languages import (
     DEFAULT_COMPILE_MEMORY_BYTES,
     DEFAULT_COMPILE_OUTPUT_BYTES,
@@ -140,12 +142,11 @@ class RewardSpec(abc.ABC):
                 it can always print its frame.
         """
         nonce = nonce or secrets.token_hex(16)
-        payload = self._payload(candidate)
+        payload = {"source": candidate, **self._payload(candidate)}  # a spec may rewrite it
         payload.update(
             v=1,
             kind=self.kind,
             nonce=nonce,
-            source=candidate,
             per_test_timeout=float(self.per_test_timeout),
             budget_seconds=_budget(float(timeout_seconds)),
         )
@@ -244,9 +245,8 @@ def _frame_from_json(text: str) -> Frame | None:
 
 def _defined_names(source: str) -> set[str]:
     """Top-level functions, classes and simple assignments of ``source``."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(source)
+    if tree is None:
         return set()
     names: set[str] = set()
     for node in tree.body:
@@ -258,9 +258,8 @@ def _defined_names(source: str) -> set[str]:
 
 
 def _referenced_names(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = parse(code)
+    if tree is None:
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
@@ -282,6 +281,11 @@ class UnitTestReward(RewardSpec):
     standing for the candidate's function; every ``assert`` counts as one test.
     An exception outside an assert fails every assert in that test.
 
+    ``starter_code`` is code the answer completes (HumanEval's ``prompt``): an
+    answer that defines ``entry`` runs with the starter's imports and helpers in
+    scope; any other answer is the body and runs as ``starter_code + answer``
+    (see :func:`~collimate_rl.grading.reward_spec_from_ground_truth`).
+
     Reward: passed / total, or 1.0 only when all pass (``all_or_nothing``).
 
     >>> UnitTestReward("assert add(1, 2) == 3", entry="add").kind
@@ -297,6 +301,7 @@ class UnitTestReward(RewardSpec):
     prelude: str = ""
     float_tolerance: float | None = None
     per_test_timeout: float = DEFAULT_PER_TEST_TIMEOUT
+    starter_code: str = ""
 
     def __post_init__(self) -> None:
         _check_timeout(self.per_test_timeout)
@@ -326,14 +331,20 @@ class UnitTestReward(RewardSpec):
         return "calls"
 
     def _payload(self, source: str) -> dict[str, Any]:
-        common = {"entry": self.entry, "prelude": self.prelude, "module": "candidate"}
+        prelude, setup = self.prelude, self.setup
+        if self.starter_code:
+            joined = join_starter(self.starter_code, source, self.entry)
+            source = joined.source
+            prelude = "\n".join(part for part in (prelude, joined.prelude) if part)
+            setup = "\n".join(part for part in (joined.helpers, setup) if part)
+        common = {"entry": self.entry, "prelude": prelude, "module": "candidate", "source": source}
         if self.kind == "asserts":
             blocks = [self.tests] if isinstance(self.tests, str) else list(self.tests)
             referenced = set().union(*(_referenced_names(b) for b in blocks))
             proxied = sorted((_defined_names(source) & referenced) - {self.entry})
             return dict(
                 common,
-                setup=self.setup,
+                setup=setup,
                 proxied=proxied,
                 blocks=[{"name": f"test {i}", "code": code} for i, code in enumerate(blocks)],
             )

@@ -143,8 +143,12 @@ def test_compile_and_run_limits_are_separate(local_client: Any, need: Any) -> No
     need("c")
     need("cpp")
     case = [{"input": "", "output": "x\n"}]
-    flood = "#include <stdio.h>\nint main(void) { for (int i = 0; i < 1 << 21; i++) putchar('x'); }\n"
-    result = grade(local_client, "c", fenced(flood, "c"), IOReward(case, output_limit_bytes=1 << 20))
+    flood = (
+        "#include <stdio.h>\nint main(void) { for (int i = 0; i < 1 << 21; i++) putchar('x'); }\n"
+    )
+    result = grade(
+        local_client, "c", fenced(flood, "c"), IOReward(case, output_limit_bytes=1 << 20)
+    )
     assert result.tests[0].status == "error" and "output limit" in result.tests[0].detail
     noisy = "int main(void) {\n" + "  undeclared_name;\n" * 2000 + "}\n"
     result = grade(local_client, "c", fenced(noisy, "c"), IOReward(case, compile_output_bytes=4096))
@@ -162,5 +166,7 @@ def test_compile_and_run_limits_are_separate(local_client: Any, need: Any) -> No
         IOReward(case, compile_timeout=1.0),
         timeout_seconds=60,
     )
-    assert result.compile_error and "did not finish within 1s" in (result.tests[0].detail or ""), result
+    assert result.compile_error and "did not finish within 1s" in (result.tests[0].detail or ""), (
+        result
+    )
     assert time.monotonic() - start < 30
