@@ -2,7 +2,7 @@
 
 ``c`` (gcc), ``cpp`` (g++), ``java`` (javac and java), ``javascript`` (node; alias ``js``),
 ``rust`` (rustc and its sysroot; alias ``rs``), ``bash`` (alias ``sh``) and ``go``. The
-binaries come from :mod:`collimate_rl.grading.languages`, the table the grader uses. Each
+binaries come from :mod:`collimate_rl._languages`, the table the grader uses. Each
 template is the node's warm Python template (``code`` execs are Python, as the Collimate
 contract asks of a grading template: the harness is Python) with the toolchain visible
 read-only. Under ``/usr`` it already is. Elsewhere it is bound at the same path: a Rust
@@ -28,7 +28,7 @@ import subprocess
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 
-from collimate_rl.grading.languages import LANGUAGES
+from collimate_rl._languages import LANGUAGES
 
 from .base import Limits, RuntimeError_, TemplateSpec
 from .toolcache import WarmUp, warm_up

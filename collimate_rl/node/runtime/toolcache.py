@@ -5,7 +5,7 @@
   fraction of that. GCC looks for ``<dir>/bits/stdc++.h.gch`` in every include directory
   before the header itself, so the template puts the cache folder on
   ``CPLUS_INCLUDE_PATH``. GCC uses a PCH only when the flags match (they come from the
-  grader's own table, :mod:`collimate_rl.grading.languages`) and silently ignores it
+  grader's own table, :mod:`collimate_rl._languages`) and silently ignores it
   otherwise: a miss is slower, never wrong.
 * **Java**: a class-data-sharing archive of javac's own classes, so javac starts faster.
   The template's ``javac`` is a small wrapper that adds the archive once it exists.
@@ -17,7 +17,7 @@ work twice), under a temporary name renamed into place, world-readable (the sand
 reads it). Until it exists the template works without it. Measured in
 ``benchmarks/README.md`` (languages).
 
->>> from collimate_rl.grading.languages import LANGUAGES
+>>> from collimate_rl._languages import LANGUAGES
 >>> pch_flags(LANGUAGES["cpp"].compile)
 ['-std=gnu++17', '-O2']
 """
@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 
-from collimate_rl.grading.languages import LANGUAGES, program_payload
+from collimate_rl._languages import LANGUAGES
 
 __all__ = ["WarmUp", "cache_root", "pch_flags", "warm_up"]
 
@@ -165,16 +165,9 @@ def _cpp(gxx: str, root: Path) -> WarmUp | None:
 
 
 def _javac_flags() -> list[str]:
-    """The JVM flags the grader gives javac (its ``-J`` options), expanded."""
-    payload = program_payload(
-        LANGUAGES["java"],
-        "class Main {}",
-        memory_bytes=None,
-        compile_timeout=30.0,
-        compile_memory_bytes=2 << 30,
-        compile_output_bytes=1 << 20,
-    )
-    return [a for a in payload["compile"] if a.startswith("-J")]
+    """The JVM flags the grader gives javac (its ``-J`` options), filled in."""
+    compile_argv, _ = LANGUAGES["java"].commands("class Main {}")
+    return [a for a in compile_argv if a.startswith("-J")]
 
 
 def _java(javac: str, root: Path) -> WarmUp | None:
