@@ -21,7 +21,7 @@ from typing import Any
 from collimate_rl.bench.report import Section, fmt, times_text
 from collimate_rl.bench.stats import Summary, batch_rate, ratio
 from collimate_rl.grading import grade
-from collimate_rl.grading.languages import LANGUAGES, language_of_template, program_payload
+from collimate_rl.grading.languages import LANGUAGES, language_of_template
 
 __all__ = ["LANGUAGE_TEMPLATES", "languages_section", "warm_up_section"]
 
@@ -121,15 +121,8 @@ def languages_section(
 def _commands(language: str) -> tuple[str, str, dict[str, str]]:
     """A compile-and-run command with the warm-up, one without it, and their files."""
     source = _CPP if language == "cpp" else _JAVA
-    payload = program_payload(
-        LANGUAGES[language],
-        source,
-        memory_bytes=None,
-        compile_timeout=60.0,
-        compile_memory_bytes=2 << 30,
-        compile_output_bytes=1 << 20,
-    )
-    compile_argv, run_argv = payload["compile"], payload["run"]
+    lang = LANGUAGES[language]
+    compile_argv, run_argv = lang.commands(source)
     warm = " ".join(compile_argv) + " && " + " ".join(run_argv) + " < in.txt"
     if language == "cpp":
         cold = "env -u CPLUS_INCLUDE_PATH " + warm
@@ -138,7 +131,7 @@ def _commands(language: str) -> tuple[str, str, dict[str, str]]:
             ['"$(readlink -f "$(command -v java)" | sed s/java$/javac/)"', *compile_argv[1:]]
         )
         cold += " && " + " ".join(run_argv) + " < in.txt"
-    files = {next(iter(payload["files"])): source, "in.txt": "1 2\n"}
+    files = {lang.source_file(source): source, "in.txt": "1 2\n"}
     return warm, cold, files
 
 
