@@ -76,3 +76,35 @@ def test_language_templates_have_networked_twins(local_client: Any, offered: Any
         "c-net", command="gcc --version | head -n 1", egress={"mode": "none"}, timeout_seconds=60
     )
     assert result.exit_code == 0 and "gcc" in result.stdout
+
+
+def test_closing_the_runtime_stops_a_warm_up_midway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A C++ precompiled header still building when the runtime closes: killed, no leftovers."""
+    import asyncio
+    import subprocess
+
+    from collimate_rl.node.runtime import create_runtime
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ here")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COLLIMATE_CACHE_DIR", str(cache))
+
+    async def run() -> None:
+        rt = create_runtime("none", state_dir=tmp_path / "state", languages="cpp")
+        with pytest.warns(RuntimeWarning):
+            await rt.start()
+        try:
+            session = await rt.create_session("cpp", "s1")
+            await session.close()
+            assert rt.languages._tasks, "the warm-up is building"
+        finally:
+            await rt.close()
+
+    asyncio.run(run())
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(cache) not in ps, "no compiler left running"
+    leftovers = [p.name for p in cache.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == [] and not list(cache.rglob("*.gch"))
