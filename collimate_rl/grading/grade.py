@@ -518,6 +518,33 @@ def _report_result(
         on_result(index, result)
 
 
+def _chunk_taker(
+    jobs: list[_Job],
+    results: list[GradeResult | None],
+    errors: dict[int, CollimateError],
+    on_infra_error: str,
+    on_result: ResultCallback | None,
+    progress: ProgressCallback | None,
+) -> Callable[[list[tuple[int, GradeResult | CollimateError]]], bool]:
+    """Files a batch request's outcomes as they arrive; False once a ``"raise"`` batch failed."""
+    finished = 0
+
+    def take(chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
+        nonlocal finished
+        for index, outcome in chunk:
+            if isinstance(outcome, CollimateError):
+                errors[index] = outcome
+            else:
+                results[index] = outcome
+            _report_result(on_result, jobs, index, results, errors, on_infra_error)
+            finished += 1
+            if progress is not None:
+                progress(finished, len(jobs))
+        return not (errors and on_infra_error == "raise")
+
+    return take
+
+
 def _assemble(
     jobs: list[_Job],
     results: list[GradeResult | None],
@@ -560,7 +587,8 @@ def grade_batch(
         spec: one spec for all, or one per completion.
         seeds: ``None`` (fresh per exec), one seed for all (common random
             numbers), or one per completion.
-        concurrency: at most this many execs in flight.
+        concurrency: at most this many execs in flight (on our local node:
+            batch requests of that many grades, up to 64, one at a time).
         on_infra_error: ``"raise"`` (default: the lowest-index infrastructure
             error propagates after in-flight grades finish; resample the
             group), ``"zero"`` (that slot gets reward 0.0 with
@@ -589,6 +617,12 @@ def grade_batch(
     errors: dict[int, CollimateError] = {}
     if not jobs:
         return []
+    from collimate_rl.grading._batched import grade_jobs_batched  # our node: one request
+
+    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
+    batched = grade_jobs_batched(client, jobs, recorder, per_request=concurrency, on_chunk=take)
+    if batched is not None:
+        return _assemble(jobs, results, errors, on_infra_error)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs))) as pool:
         futures: dict[Future[GradeResult], int] = {
             pool.submit(_run_sync, client, job, recorder): i for i, job in enumerate(jobs)
@@ -649,6 +683,16 @@ async def agrade_batch(
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}
+    if not jobs:
+        return []
+    from collimate_rl.grading._batched import agrade_jobs_batched  # our node: one request
+
+    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
+    batched = await agrade_jobs_batched(
+        client, jobs, recorder, per_request=concurrency, on_chunk=take
+    )
+    if batched is not None:
+        return _assemble(jobs, results, errors, on_infra_error)
     limiter = anyio.CapacityLimiter(concurrency)
     done = 0
 

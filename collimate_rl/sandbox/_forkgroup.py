@@ -33,7 +33,7 @@ from collimate_rl.errors import (
     ForkShortError,
     GatewayError,
 )
-from collimate_rl.sandbox._core import ClientCall, Op, field_of, to_dict
+from collimate_rl.sandbox._core import ClientCall, Op, drive_batched, field_of, to_dict
 from collimate_rl.sandbox._result import ExecResult
 
 if TYPE_CHECKING:
@@ -261,12 +261,35 @@ class ForkGroup(_GroupBase["Sandbox"]):
     ) -> list[ExecResult | None]:
         """Run the same exec in every child, concurrently; results in child order.
 
+        On our local node the whole group goes in one ``exec_batch`` request;
+        elsewhere each child's exec is its own request, from a thread pool.
+
         Args:
             code, command, commands, files, timeout_seconds: as :meth:`Sandbox.exec`.
             concurrency: worker threads (default ``min(n, 24)``).
             on_infra_error: ``"raise"`` re-raises the first failure by position;
                 ``"none"`` puts ``None`` in a failed child's slot.
         """
+
+        from collimate_rl.wire._extensions import has_batch_route  # (wire imports sandbox)
+
+        mode = _check_mode(on_infra_error)
+        if not self.children:
+            return []
+        client = self.children[0].client
+        if all(child.client is client for child in self.children) and has_batch_route(client):
+            # our local node: the whole group in one request (see drive_batched)
+            ops = [
+                child._exec_op(
+                    code,
+                    command=command,
+                    commands=commands,
+                    files=files,
+                    timeout_seconds=timeout_seconds,
+                )
+                for child in self.children
+            ]
+            return _settle(drive_batched(ops, client), mode)
 
         def run(_: int, child: Sandbox) -> ExecResult:
             return child.exec(
