@@ -21,7 +21,9 @@ __all__ = ["prompt_for"]
 def prompt_for(task: Any, template: str) -> str:
     """``task.prompt``, naming the template's language when the task has none of its own."""
     prompt: str = task.prompt
-    if task.kind != "io" or task.language is not None or not task.solutions:
+    # tasks of other shapes (an adapter's rows) have none of these: shown as they are
+    neutral = getattr(task, "kind", None) == "io" and getattr(task, "solutions", None)
+    if not neutral or getattr(task, "language", None) is not None:
         return prompt
     from collimate_rl.grading.languages import LANGUAGES, language_of_template
 
