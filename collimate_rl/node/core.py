@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from collimate_rl import __version__
+from collimate_rl._version import __version__
 from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.models import (
