@@ -14,9 +14,8 @@ task tests                  reward spec
 Property inputs are drawn from the exec's seed (the grading layer's common random numbers),
 not from ``PropertyTests.seed``.
 
->>> from collimate_envs.tasks._model import Task, UnitTests
->>> task = Task("t", "p", UnitTests(cases=(((1, 2), 3),)), entry_point="add")
->>> spec = reward_spec_for(task, all_or_nothing=True)
+>>> from collimate_envs.tasks._tests import UnitTests
+>>> spec = reward_spec_for(UnitTests(cases=(((1, 2), 3),)), "add", all_or_nothing=True)
 >>> type(spec).__name__, spec.entry, spec.tests, spec.all_or_nothing
 ('UnitTestReward', 'add', [{'input': [1, 2], 'expected': 3}], True)
 """
@@ -27,12 +26,12 @@ import ast
 import json
 from typing import TYPE_CHECKING, Any
 
-from collimate_envs.tasks._model import (
+from collimate_envs.tasks._tests import (
     AssertTests,
     FunctionCallTests,
     IOTests,
     PropertyTests,
-    Task,
+    TestSpec,
     UnitTests,
 )
 
@@ -95,10 +94,9 @@ def single_argument_generator(generator: str) -> str | None:
     return None
 
 
-def _property_spec(task: Task, spec: PropertyTests, options: dict[str, Any]) -> RewardSpec:
+def _property_spec(spec: PropertyTests, entry: str, options: dict[str, Any]) -> RewardSpec:
     from collimate_rl.grading import CustomReward, PropertyReward
 
-    entry = task.entry_point or ""
     single = single_argument_generator(spec.generator)
     if single is not None:
         return PropertyReward(spec.reference, single, k=spec.k, entry=entry, **options)
@@ -109,11 +107,12 @@ def _property_spec(task: Task, spec: PropertyTests, options: dict[str, Any]) -> 
     return CustomReward(header + _PROPERTY_GRADER, entry=entry, **options)
 
 
-def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
-    """The reward spec grading ``task`` (see the module table).
+def reward_spec_for(tests: TestSpec, entry_point: str | None, **options: Any) -> RewardSpec:
+    """The reward spec grading a task's ``tests`` (see the module table).
 
     Args:
-        task: the task.
+        tests: the task's grading description.
+        entry_point: the task's entry point (``None`` for stdin/stdout programs).
         **options: passed to the spec (``all_or_nothing``, ``per_test_timeout``, ...).
 
     Raises:
@@ -125,8 +124,8 @@ def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
         raise ModuleNotFoundError(
             "Task.to_reward_spec needs collimate_rl.grading (part of collimate-rl)"
         ) from exc
-    spec = task.tests
-    entry = task.entry_point or ""
+    spec = tests
+    entry = entry_point or ""
     if isinstance(spec, UnitTests):
         records = [{"input": list(args), "expected": expected} for args, expected in spec.cases]
         return UnitTestReward(records, entry=entry, **options)
@@ -142,4 +141,4 @@ def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
         return FunctionCallReward(spec.fn_name, cases, **options)
     if isinstance(spec, IOTests):
         return IOReward([{"input": i, "output": o} for i, o in spec.cases], **options)
-    return _property_spec(task, spec, options)
+    return _property_spec(spec, entry, options)
