@@ -129,4 +129,4 @@ class Task:
         >>> task.to_reward_spec().cases
         [{'input': '1\\n', 'output': '1\\n'}]
         """
-        return reward_spec_for(self.tests, self.entry_point, **options)
+        return reward_spec_for(self, **options)

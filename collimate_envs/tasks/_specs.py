@@ -14,8 +14,9 @@ task tests                  reward spec
 Property inputs are drawn from the exec's seed (the grading layer's common random numbers),
 not from ``PropertyTests.seed``.
 
->>> from collimate_envs.tasks._tests import UnitTests
->>> spec = reward_spec_for(UnitTests(cases=(((1, 2), 3),)), "add", all_or_nothing=True)
+>>> from collimate_envs.tasks._model import Task, UnitTests
+>>> task = Task("t", "p", UnitTests(cases=(((1, 2), 3),)), entry_point="add")
+>>> spec = reward_spec_for(task, all_or_nothing=True)
 >>> type(spec).__name__, spec.entry, spec.tests, spec.all_or_nothing
 ('UnitTestReward', 'add', [{'input': [1, 2], 'expected': 3}], True)
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from collimate_envs.tasks._tests import (
     AssertTests,
@@ -38,7 +39,25 @@ from collimate_envs.tasks._tests import (
 if TYPE_CHECKING:
     from collimate_rl.grading import RewardSpec
 
-__all__ = ["reward_spec_for", "single_argument_generator"]
+__all__ = ["GradedTask", "reward_spec_for", "single_argument_generator"]
+
+
+class GradedTask(Protocol):
+    """What a spec is built from: the parts of a :class:`~collimate_envs.tasks.Task` read here.
+
+    A protocol, so this module needs only the test descriptions and the task
+    model can call it (``Task.to_reward_spec``) without a circle.
+    """
+
+    @property
+    def tests(self) -> TestSpec: ...
+
+    @property
+    def entry_point(self) -> str | None: ...
+
+    @property
+    def starter_code(self) -> str | None: ...
+
 
 # The body of the CustomReward script for multi-argument property tests; the header defines
 # REFERENCE, GENERATOR, ENTRY and K. Runs in the trusted harness, never in the candidate.
@@ -94,9 +113,10 @@ def single_argument_generator(generator: str) -> str | None:
     return None
 
 
-def _property_spec(spec: PropertyTests, entry: str, options: dict[str, Any]) -> RewardSpec:
+def _property_spec(task: GradedTask, spec: PropertyTests, options: dict[str, Any]) -> RewardSpec:
     from collimate_rl.grading import CustomReward, PropertyReward
 
+    entry = task.entry_point or ""
     single = single_argument_generator(spec.generator)
     if single is not None:
         return PropertyReward(spec.reference, single, k=spec.k, entry=entry, **options)
@@ -107,12 +127,11 @@ def _property_spec(spec: PropertyTests, entry: str, options: dict[str, Any]) -> 
     return CustomReward(header + _PROPERTY_GRADER, entry=entry, **options)
 
 
-def reward_spec_for(tests: TestSpec, entry_point: str | None, **options: Any) -> RewardSpec:
-    """The reward spec grading a task's ``tests`` (see the module table).
+def reward_spec_for(task: GradedTask, **options: Any) -> RewardSpec:
+    """The reward spec grading ``task`` (see the module table).
 
     Args:
-        tests: the task's grading description.
-        entry_point: the task's entry point (``None`` for stdin/stdout programs).
+        task: the task.
         **options: passed to the spec (``all_or_nothing``, ``per_test_timeout``, ...).
 
     Raises:
@@ -124,8 +143,8 @@ def reward_spec_for(tests: TestSpec, entry_point: str | None, **options: Any) ->
         raise ModuleNotFoundError(
             "Task.to_reward_spec needs collimate_rl.grading (part of collimate-rl)"
         ) from exc
-    spec = tests
-    entry = entry_point or ""
+    spec = task.tests
+    entry = task.entry_point or ""
     if isinstance(spec, UnitTests):
         records = [{"input": list(args), "expected": expected} for args, expected in spec.cases]
         return UnitTestReward(records, entry=entry, **options)
@@ -141,4 +160,4 @@ def reward_spec_for(tests: TestSpec, entry_point: str | None, **options: Any) ->
         return FunctionCallReward(spec.fn_name, cases, **options)
     if isinstance(spec, IOTests):
         return IOReward([{"input": i, "output": o} for i, o in spec.cases], **options)
-    return _property_spec(spec, entry, options)
+    return _property_spec(task, spec, options)
