@@ -370,7 +370,7 @@ def _unmount_under(state_dir: Path) -> int:
     points = [p for p in _mount_points() if _under(p, root) and p != str(root)]
     if not points:
         return 0
-    from ._sandbox import supervisor as sv
+    from ._sandbox import syscalls as sv
 
     done = 0
     for point in sorted(points, key=len, reverse=True):  # deepest first
@@ -426,7 +426,7 @@ def die_with_parent_preexec() -> Callable[[], None]:
     Like bwrap's ``--die-with-parent``: the signal is tied to the thread that
     spawns the child (the runtime spawns on its event-loop thread).
     """
-    from ._sandbox import supervisor as sv
+    from ._sandbox import syscalls as sv
 
     sv.libc()  # load before fork
     parent = os.getpid()

@@ -106,7 +106,7 @@ def launch_preexec(uid: int, exposed: Sequence[Path]) -> Callable[[], None] | No
         hide = _inaccessible_ancestor(p)
         if hide is not None:
             plan.append((hide, p))
-    from ._sandbox import supervisor as sv
+    from ._sandbox import syscalls as sv
 
     sv.libc()  # load before fork
 

@@ -1028,7 +1028,15 @@ class LocalRuntime:
                 },
             }
             argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]
-            argv += [str(exe), "-I", "-S", "-B", "/.collimate/sup/bake.py", json.dumps(cfg)]
+            argv += [
+                str(exe),
+                "-I",
+                "-S",
+                "-B",
+                "/.collimate/sup/supervisor.py",
+                "bake",
+                json.dumps(cfg),
+            ]
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=subprocess.DEVNULL,

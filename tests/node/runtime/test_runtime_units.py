@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 import errno
-import struct
 
 import pytest
 
-from collimate_rl.node.runtime._sandbox import supervisor as sv
+from collimate_rl.node.runtime._sandbox import layers, running_exec, seeding, syscalls
+from collimate_rl.node.runtime._sandbox import seccomp as sv
+
+from ._bpf import run_bpf
 
 X86 = sv.SYSCALLS["x86_64"]
-
-
-def run_bpf(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
-    """A tiny classic-BPF interpreter for the instructions the generator emits."""
-    ins = [struct.unpack("<HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
-    argv = list(args) + [0] * (6 - len(args))
-    data = struct.pack("<iIQ6Q", nr, arch, 0, *argv)
-    acc = 0
-    pc = 0
-    while True:
-        code, jt, jf, k = ins[pc]
-        if code == 0x20:
-            (acc,) = struct.unpack_from("<I", data, k)
-            pc += 1
-        elif code == 0x15:
-            pc += 1 + (jt if acc == k else jf)
-        elif code == 0x35:
-            pc += 1 + (jt if acc >= k else jf)
-        elif code == 0x45:
-            pc += 1 + (jt if acc & k else jf)
-        elif code == 0x06:
-            return k
-        else:  # pragma: no cover
-            raise AssertionError(f"unexpected opcode {code:#x}")
 
 
 ERR = sv.SECCOMP_RET_ERRNO
@@ -44,15 +22,15 @@ ALLOW = sv.SECCOMP_RET_ALLOW
 def test_filter_shape(arch: str) -> None:
     prog = sv.build_seccomp_filter(arch)
     assert len(prog) % 8 == 0 and 0 < len(prog) // 8 < 4096
-    aid = sv._ARCH_IDS[arch]
+    aid = sv.ARCH_IDS[arch]
     nr = sv.SYSCALLS[arch]
     assert run_bpf(prog, nr["socket"], aid, (1,)) == ALLOW  # AF_UNIX
     assert run_bpf(prog, nr["socket"], aid, (2,)) == ERR | errno.EAFNOSUPPORT  # AF_INET
     assert run_bpf(prog, nr["socket"], aid, (10,)) == ERR | errno.EAFNOSUPPORT  # AF_INET6
     assert run_bpf(prog, nr["socketpair"], aid, (16,)) == ERR | errno.EAFNOSUPPORT  # NETLINK
     assert run_bpf(prog, nr["clone"], aid, (17,)) == ALLOW  # plain fork (SIGCHLD)
-    assert run_bpf(prog, nr["clone"], aid, (sv.CLONE_NEWUSER | 17,)) == ERR | errno.EPERM
-    assert run_bpf(prog, nr["clone"], aid, (sv.CLONE_NEWNET,)) == ERR | errno.EPERM
+    assert run_bpf(prog, nr["clone"], aid, (syscalls.CLONE_NEWUSER | 17,)) == ERR | errno.EPERM
+    assert run_bpf(prog, nr["clone"], aid, (syscalls.CLONE_NEWNET,)) == ERR | errno.EPERM
     assert run_bpf(prog, nr["clone3"], aid) == ERR | errno.ENOSYS
     for name in (
         "ptrace",
@@ -90,7 +68,7 @@ def test_inet_allowed_for_bakes() -> None:
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
 def test_services_get_ip_sockets_only(arch: str) -> None:
     prog = sv.build_seccomp_filter(arch, allow_inet=True, ip_only=True)
-    aid, nr = sv._ARCH_IDS[arch], sv.SYSCALLS[arch]
+    aid, nr = sv.ARCH_IDS[arch], sv.SYSCALLS[arch]
     for family in (1, 2, 10):  # AF_UNIX, AF_INET, AF_INET6
         assert run_bpf(prog, nr["socket"], aid, (family,)) == ALLOW
     for family in (16, 17, 0, 3):  # NETLINK, PACKET, AF_UNSPEC, AX25
@@ -98,18 +76,18 @@ def test_services_get_ip_sockets_only(arch: str) -> None:
     assert run_bpf(prog, nr["socketpair"], aid, (1,)) == ALLOW
     assert run_bpf(prog, nr["socketpair"], aid, (16,)) == ERR | errno.EAFNOSUPPORT
     assert run_bpf(prog, nr["ptrace"], aid) == ERR | errno.EPERM
-    assert run_bpf(prog, nr["clone"], aid, (sv.CLONE_NEWNET,)) == ERR | errno.EPERM
+    assert run_bpf(prog, nr["clone"], aid, (syscalls.CLONE_NEWNET,)) == ERR | errno.EPERM
     assert run_bpf(prog, 0, aid) == ALLOW
 
 
 def test_seed_words_and_timeout_message() -> None:
     seed = "00" * 31 + "01"
-    words = sv.seed_words(seed)
+    words = seeding.seed_words(seed)
     assert len(words) == 8 and words[-1] == 1 and words[0] == 0
-    assert sv._format_timeout(30) == b"timeout after 30.0s"
-    assert sv._format_timeout(0.25) == b"timeout after 0.25s"
+    assert running_exec.format_timeout(30) == b"timeout after 30.0s"
+    assert running_exec.format_timeout(0.25) == b"timeout after 0.25s"
 
 
 def test_overlay_option_length_is_bounded() -> None:
     with pytest.raises(OSError):
-        sv.overlay_options([f"/.collimate/s/abc/u{i}" for i in range(400)], "/x", 1)
+        layers.overlay_options([f"/.collimate/s/abc/u{i}" for i in range(400)], "/x", 1)

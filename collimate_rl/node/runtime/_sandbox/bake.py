@@ -1,6 +1,6 @@
 """Bake a template layer: run trusted setup commands over an overlay whose
 upper directory is a host directory, then exit. Runs inside a one-shot bwrap
-container (stdlib only)."""
+container (``supervisor.py bake CONFIG``)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,40 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import supervisor as sv
+from .hardening import drop_all_capabilities
+from .layout import INTERNAL_DIR, SANDBOX_DIR
+from .seccomp import build_seccomp_filter, load_seccomp
+from .syscalls import (
+    CLONE_NEWNS,
+    CLONE_NEWUSER,
+    MS_NODEV,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    cap_last,
+    mount,
+    unshare,
+    write_id_maps,
+)
 
 
 def main(argv: list[str]) -> int:
     cfg = json.loads(argv[0])
     proc_dir = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
     uid, gid = os.getuid(), os.getgid()
-    sv.unshare(sv.CLONE_NEWUSER | sv.CLONE_NEWNS)
-    sv._write_id_maps(proc_dir, 1000, uid, gid)
-    sv.mount(None, "/", None, sv.MS_REC | sv.MS_PRIVATE, None)
+    unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    write_id_maps(proc_dir, 1000, uid, gid)
+    mount(None, "/", None, MS_REC | MS_PRIVATE, None)
     opts = (
         f"lowerdir={':'.join(cfg['lowers'])},upperdir=/.collimate/out/upper,"
         "workdir=/.collimate/out/work,userxattr"
     )
-    sv.mount("overlay", sv.SANDBOX_DIR, "overlay", sv.MS_NOSUID | sv.MS_NODEV, opts)
-    sv.mount("none", sv.INTERNAL_DIR, "tmpfs", sv.MS_RDONLY | sv.MS_NOSUID | sv.MS_NODEV, "size=4k")
-    sv.drop_all_capabilities(sv._cap_last())
-    sv.load_seccomp(sv.build_seccomp_filter(allow_inet=bool(cfg.get("network"))))
-    os.chdir(sv.SANDBOX_DIR)
+    mount("overlay", SANDBOX_DIR, "overlay", MS_NOSUID | MS_NODEV, opts)
+    mount("none", INTERNAL_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
+    drop_all_capabilities(cap_last())
+    load_seccomp(build_seccomp_filter(allow_inet=bool(cfg.get("network"))))
+    os.chdir(SANDBOX_DIR)
     env = {str(k): str(v) for k, v in cfg["env"].items()}
     for cmd in cfg["commands"]:
         sys.stdout.write(f"+ {cmd}\n")
@@ -41,7 +54,3 @@ def main(argv: list[str]) -> int:
         if rc != 0:
             return rc if rc > 0 else 128 - rc
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,43 @@
+"""Small helpers shared by the supervisor's processes: logging, heap freezing, keys.
+
+>>> b36(36 * 36 + 1)
+'101'
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def log_exception(what: str) -> None:
+    try:
+        import traceback
+
+        sys.stderr.write(f"collimate supervisor: {what} failed:\n")
+        traceback.print_exc()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+
+
+def freeze_heap(collect: bool = True) -> None:
+    """Move every live object out of the GC's reach before serving forks.
+
+    A collection in a forked child would touch every object header and
+    copy-on-write most of the parent's heap (slow under virtualization).
+    """
+    import gc
+
+    if collect:
+        gc.collect()
+    gc.freeze()
+
+
+def b36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out

@@ -1,0 +1,208 @@
+"""The exec child: a fork of the session server that runs one exec, then exits.
+
+It hides the node's internals in a private mount namespace, drops every
+capability, sets ``no_new_privs``, loads the seccomp filter, applies the
+rlimits, writes the exec's files byte-exact, seeds, acknowledges the seed
+on fd 3 and runs the command, the argv list or the ``code`` (in this warm
+interpreter for ``python3`` templates).
+"""
+
+# ruff: noqa: SIM105, SIM115
+# (plain try/except/pass and explicit fd handling: this runs in a fork child)
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .factory import run_as_main
+from .framing import write_all
+from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .layout import ZYGOTE_ENV, ZYGOTE_FD
+from .seccomp import load_seccomp
+from .seeding import apply_python_seed
+from .syscalls import PR_SET_PDEATHSIG, prctl
+
+if TYPE_CHECKING:
+    from .session_server import SessionServer
+
+
+def _run_code_inprocess(path: str, env: dict[str, str], sandbox: str) -> int:
+
+    # as a fresh interpreter would have them
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        source = fh.read()
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.argv = [path]
+    user_site = os.path.join(
+        env.get("PYTHONUSERBASE", os.path.join(sandbox, ".local")),
+        "lib",
+        f"python{sys.version_info[0]}.{sys.version_info[1]}",
+        "site-packages",
+    )
+    extra = [sandbox]
+    if os.path.isdir(user_site):
+        extra.append(user_site)
+    sys.path[:0] = extra
+    return int(run_as_main(source, path))
+
+
+def _run_argv(argv: list[str], env: dict[str, str]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execvpe(argv[0], argv, env)
+        except FileNotFoundError:
+            write_all(2, f"{argv[0]}: command not found\n".encode())
+            os._exit(127)
+        except BaseException as exc:
+            write_all(2, f"{argv[0]}: {exc}\n".encode())
+            os._exit(126)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+class ExecJob:
+    """Everything the exec child needs (decoded from the request)."""
+
+    def __init__(self, header: dict[str, Any], payload: bytes | bytearray) -> None:
+        self._raw = payload
+        self.seed: str = header["seed"]
+        self.timeout: float = float(header["timeout"])
+        self.command: str | None = header.get("command")
+        self.commands: list[list[str]] | None = header.get("commands")
+        self.code: str | None = header.get("code")
+        self.env: list[list[str]] = header.get("env") or []
+        self.files: list[tuple[str, bytes | bytearray]] = []
+        pos = 0
+        for path, size in header.get("files") or []:
+            self.files.append((path, payload[pos : pos + size]))
+            pos += size
+
+    def drop_payload(self) -> None:
+        """Zero and forget the request payload (the files' contents).
+
+        Defense in depth only: copies the interpreter made on the way (socket
+        reads, freed buffers) are not zeroed, which is why the factory exists.
+        """
+        for _path, data in self.files:
+            if isinstance(data, bytearray):
+                data[:] = bytes(len(data))
+        self.files = []
+        if isinstance(self._raw, bytearray):
+            self._raw[:] = bytes(len(self._raw))
+        self._raw = b""
+
+
+def exec_child(
+    sv: SessionServer,
+    sock: socket.socket,
+    job: ExecJob,
+    out_w: int,
+    ack_w: int,
+    devnull: int,
+    zfd: int = -1,
+) -> None:  # pragma: no cover - runs in a forked child
+    """Runs in the forked exec child; never returns."""
+    rc = 126
+    try:
+        sock.close()
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        os.setsid()
+        if not sv.isolated:  # no pid namespace ends it with its server: die with it
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        sv.close_fds()
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        os.dup2(ack_w, 3)
+        if zfd >= 0:  # a connection to the session's factory (see factory.py)
+            os.dup2(zfd, ZYGOTE_FD)
+            os.closerange(ZYGOTE_FD + 1, 1 << 16)
+        else:
+            os.closerange(4, 1 << 16)
+        os.set_inheritable(3, False)
+        cfg = sv.cfg
+        sandbox = sv.sandbox_dir
+        if sv.isolated:
+            hide_internals_and_drop_capabilities(sv.cap_last)
+            load_seccomp(sv.seccomp)
+        apply_limits(cfg["limits"])
+        os.umask(0o022)
+        os.chdir(sandbox)
+        for path, data in job.files:
+            full = path if os.path.isabs(path) else os.path.join(sandbox, path)
+            parent = os.path.dirname(full)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write_all(fd, data)
+            finally:
+                os.close(fd)
+            del data
+        job.drop_payload()  # defense in depth only: freed memory is not zeroed
+        env = dict(sv.base_env)
+        env.update({k: v for k, v in cfg.get("env") or []})
+        env.update({k: v for k, v in job.env})
+        env["COLLIMATE_SEED"] = job.seed
+        if zfd >= 0:
+            env[ZYGOTE_ENV] = str(ZYGOTE_FD)
+        if job.command is not None:
+            os.environ.clear()
+            os.environ.update(env)
+            write_all(3, job.seed.encode())
+            os.close(3)
+            os.execve("/bin/sh", ["sh", "-c", job.command], env)
+        if job.commands is not None:
+            os.environ.clear()
+            os.environ.update(env)
+            write_all(3, job.seed.encode())
+            os.close(3)
+            rc = 0
+            for argv in job.commands:
+                if not argv:
+                    continue
+                rc = _run_argv(list(argv), env)
+                if rc != 0:
+                    break
+            os._exit(rc & 0xFF if rc >= 0 else 128 - rc)
+        code = job.code or ""
+        code_path = os.path.join(sv.tmp_dir, f"colcode_{os.getpid()}.py")
+        with open(code_path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(code)
+        env["COLLIMATE_CODE_FILE"] = code_path
+        os.environ.clear()
+        os.environ.update(env)
+        interp = cfg.get("interpreter", "python3")
+        if interp == "python3":
+            apply_python_seed(job.seed)
+            write_all(3, job.seed.encode())
+            os.close(3)
+            rc = _run_code_inprocess(code_path, env, sandbox)
+            try:
+                os.unlink(code_path)
+            except OSError:
+                pass
+            os._exit(rc)
+        write_all(3, job.seed.encode())
+        os.close(3)
+        os.execvpe(interp, [interp, code_path], env)
+    except BaseException as exc:
+        try:
+            write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
+        except BaseException:
+            pass
+        os._exit(rc)
+    os._exit(rc)

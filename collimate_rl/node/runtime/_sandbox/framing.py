@@ -1,0 +1,51 @@
+"""Frames on the supervisor's unix sockets: a 4-byte big-endian length, a JSON
+header, then ``payload_len`` raw bytes when the header announces them.
+
+>>> import socket
+>>> a, b = socket.socketpair()
+>>> send_msg(a, {"op": "ping"}, b"xy")
+>>> recv_msg(b)
+({'op': 'ping', 'payload_len': 2}, b'xy')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from typing import Any
+
+
+def send_msg(sock: socket.socket, header: dict[str, Any], payload: bytes = b"") -> None:
+    if payload:
+        header = dict(header, payload_len=len(payload))
+    data = json.dumps(header).encode()
+    sock.sendall(struct.pack(">I", len(data)) + data)
+    if payload:
+        sock.sendall(payload)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("peer closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+    (n,) = struct.unpack(">I", _recv_exact(sock, 4))
+    header: dict[str, Any] = json.loads(_recv_exact(sock, n))
+    plen = int(header.get("payload_len", 0))
+    payload = _recv_exact(sock, plen) if plen else b""
+    return header, payload
+
+
+def write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,17 @@
+"""Where things are inside a template container (``bwrap`` driver), and fd conventions.
+
+>>> SANDBOX_DIR, ZYGOTE_FD
+('/sandbox', 4)
+"""
+
+from __future__ import annotations
+
+#: The fd (and the env var naming it) of an exec's connection to the factory.
+ZYGOTE_FD = 4
+ZYGOTE_ENV = "COLLIMATE_ZYGOTE_FD"
+
+#: Paths inside the container (``bwrap`` driver).
+INTERNAL_DIR = "/.collimate"
+SANDBOX_DIR = "/sandbox"
+SITE_DIR = "/opt/collimate/site"
+BIN_DIR = "/opt/collimate/bin"

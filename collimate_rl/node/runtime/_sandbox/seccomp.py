@@ -1,0 +1,263 @@
+"""The seccomp filter of sandboxed processes: a classic-BPF program built here.
+
+Stdlib only; no libseccomp (see ``docs/architecture.md``, "Seccomp", for why,
+and ``tests/node/runtime/test_seccomp_differential.py`` for the check against
+libseccomp's own compiler where it is installed).
+
+>>> len(build_seccomp_filter("x86_64")) % 8
+0
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import struct
+
+from .syscalls import CLONE_NEW_MASK, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prctl
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_AARCH64 = 0xC00000B7
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+_BPF_LD_W_ABS = 0x20
+_BPF_JEQ_K = 0x15
+_BPF_JGE_K = 0x35
+_BPF_JSET_K = 0x45
+_BPF_RET_K = 0x06
+AF_UNIX = 1
+AF_INET = 2
+AF_INET6 = 10
+
+#: Syscalls denied outright, with EPERM (numbers per architecture).
+DENY_COMMON = [
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "bpf",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "perf_event_open",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "open_tree_attr",
+    "mount_setattr",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "syslog",
+    "quotactl",
+    "quotactl_fd",
+    "kcmp",
+    "lookup_dcookie",
+]
+
+SYSCALLS: dict[str, dict[str, int]] = {
+    "x86_64": {
+        "socket": 41,
+        "socketpair": 53,
+        "clone": 56,
+        "clone3": 435,
+        "ptrace": 101,
+        "syslog": 103,
+        "pivot_root": 155,
+        "chroot": 161,
+        "acct": 163,
+        "mount": 165,
+        "umount2": 166,
+        "swapon": 167,
+        "swapoff": 168,
+        "reboot": 169,
+        "iopl": 172,
+        "ioperm": 173,
+        "init_module": 175,
+        "delete_module": 176,
+        "quotactl": 179,
+        "lookup_dcookie": 212,
+        "kexec_load": 246,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "unshare": 272,
+        "perf_event_open": 298,
+        "name_to_handle_at": 303,
+        "open_by_handle_at": 304,
+        "setns": 308,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "kcmp": 312,
+        "finit_module": 313,
+        "kexec_file_load": 320,
+        "bpf": 321,
+        "userfaultfd": 323,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "quotactl_fd": 443,
+        "open_tree_attr": 467,
+    },
+    "aarch64": {
+        "lookup_dcookie": 18,
+        "umount2": 39,
+        "mount": 40,
+        "pivot_root": 41,
+        "chroot": 51,
+        "quotactl": 60,
+        "acct": 89,
+        "unshare": 97,
+        "kexec_load": 104,
+        "init_module": 105,
+        "delete_module": 106,
+        "syslog": 116,
+        "ptrace": 117,
+        "reboot": 142,
+        "socket": 198,
+        "socketpair": 199,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "clone": 220,
+        "swapon": 224,
+        "swapoff": 225,
+        "perf_event_open": 241,
+        "name_to_handle_at": 264,
+        "open_by_handle_at": 265,
+        "setns": 268,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "kcmp": 272,
+        "finit_module": 273,
+        "bpf": 280,
+        "userfaultfd": 282,
+        "kexec_file_load": 294,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "clone3": 435,
+        "mount_setattr": 442,
+        "quotactl_fd": 443,
+        "open_tree_attr": 467,
+    },
+}
+
+ARCH_IDS = {"x86_64": AUDIT_ARCH_X86_64, "aarch64": AUDIT_ARCH_AARCH64}
+
+
+def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def build_seccomp_filter(
+    arch: str | None = None, *, allow_inet: bool = False, ip_only: bool = False
+) -> bytes:
+    """Return the raw BPF program (``struct sock_filter[]``) for ``arch``.
+
+    Denied: sockets other than AF_UNIX (EAFNOSUPPORT, unless ``allow_inet``;
+    with ``ip_only`` too, AF_INET/AF_INET6 are allowed, every other family not),
+    clone with any CLONE_NEW* flag (EPERM), clone3 (ENOSYS, glibc falls back
+    to clone), and the syscalls in ``DENY_COMMON`` plus iopl/ioperm (EPERM).
+    A foreign architecture or an x32 syscall kills the process.
+    """
+    arch = arch or os.uname().machine
+    if arch not in SYSCALLS:
+        raise OSError(errno.ENOSYS, f"no seccomp table for architecture {arch}")
+    nr = SYSCALLS[arch]
+    errno_perm = SECCOMP_RET_ERRNO | errno.EPERM
+    prog: list[bytes] = [
+        _ins(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        _ins(_BPF_JEQ_K, 1, 0, ARCH_IDS[arch]),
+        _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        _ins(_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if arch == "x86_64":  # x32 ABI syscalls carry bit 30
+        prog += [
+            _ins(_BPF_JGE_K, 0, 1, 0x40000000),
+            _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        ]
+    deny = [n for n in DENY_COMMON if n in nr]
+    deny += [n for n in ("iopl", "ioperm") if n in nr]
+    for name in deny:
+        prog += [_ins(_BPF_JEQ_K, 0, 1, nr[name]), _ins(_BPF_RET_K, 0, 0, errno_perm)]
+    prog += [
+        _ins(_BPF_JEQ_K, 0, 1, nr["clone3"]),
+        _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+    ]
+    # clone(flags, ...): refuse new namespaces. Each block reloads nr after.
+    prog += [
+        _ins(_BPF_JEQ_K, 0, 4, nr["clone"]),
+        _ins(_BPF_LD_W_ABS, 0, 0, 16),  # args[0], low 32 bits
+        _ins(_BPF_JSET_K, 0, 1, CLONE_NEW_MASK),
+        _ins(_BPF_RET_K, 0, 0, errno_perm),
+        _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    if allow_inet and ip_only:  # a service: TCP/UDP on its own loopback, no netlink/packet
+        for name in ("socket", "socketpair"):
+            prog += [
+                _ins(_BPF_JEQ_K, 0, 6, nr[name]),
+                _ins(_BPF_LD_W_ABS, 0, 0, 16),  # domain
+                _ins(_BPF_JEQ_K, 3, 0, AF_UNIX),
+                _ins(_BPF_JEQ_K, 2, 0, AF_INET),
+                _ins(_BPF_JEQ_K, 1, 0, AF_INET6),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+            ]
+    if not allow_inet:
+        for name in ("socket", "socketpair"):
+            prog += [
+                _ins(_BPF_JEQ_K, 0, 4, nr[name]),
+                _ins(_BPF_LD_W_ABS, 0, 0, 16),  # domain
+                _ins(_BPF_JEQ_K, 0, 1, AF_UNIX),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+                _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+            ]
+    prog.append(_ins(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW))
+    return b"".join(prog)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def load_seccomp(program: bytes) -> None:
+    """Install ``program`` on the calling thread (needs no_new_privs or CAP_SYS_ADMIN)."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
