@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from collimate_rl.cli._egress import EGRESS_HELP, parse_egress
 from collimate_rl.cli._output import Output
 from collimate_rl.cli._target import open_client
 from collimate_rl.errors import CollimateUsageError
@@ -71,7 +72,11 @@ def exec_command(args: argparse.Namespace, out: Output) -> int:
     if args.timeout < 1:
         raise CollimateUsageError("--timeout must be at least 1 second")
     what = _what_to_run(args)
-    with open_client(args, out.note) as client, Sandbox(args.template, client=client) as box:
+    egress = parse_egress(args.egress) if args.egress is not None else None
+    with (
+        open_client(args, out.note) as client,
+        Sandbox(args.template, client=client, egress=egress) as box,
+    ):
         result = box.exec(**what, timeout_seconds=args.timeout, seed=args.seed)
     status = _status(result.exit_code)
     if out.json_mode:
@@ -102,4 +107,5 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--template", default="python3", help="the template (default python3)")
     p.add_argument("--timeout", type=int, default=30, help="guest timeout in seconds (default 30)")
     p.add_argument("--seed", metavar="HEX", help="64 hex characters (default: a fresh seed)")
+    p.add_argument("--egress", metavar="POLICY", help=EGRESS_HELP)
     p.set_defaults(run=exec_command)

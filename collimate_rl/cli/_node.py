@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from collimate_rl.cli._egress import EGRESS_HELP, parse_egress
 from collimate_rl.cli._output import FAILED, OK, Output
 from collimate_rl.cli._target import open_client
 from collimate_rl.errors import CollimateUsageError
@@ -96,8 +97,16 @@ def bake(args: argparse.Namespace, out: Output) -> int:
             )
         if args.url is None and args.api_key is None:
             out.note("note: the template lives only as long as this command's local node")
+        if not args.setup and not args.network:
+            raise CollimateUsageError("give at least one --setup command (or --network)")
+        egress = parse_egress(args.egress) if args.egress is not None else None
         result = client.bake_template(
-            args.template_id, args.setup, base=args.base, network=args.network, timeout=args.timeout
+            args.template_id,
+            args.setup or [],
+            base=args.base,
+            network=args.network,
+            timeout=args.timeout,
+            egress=egress,
         )
     if out.json_mode:
         out.emit_json(result)
@@ -132,11 +141,18 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--setup",
         action="append",
-        required=True,
         metavar="CMD",
         help="a shell command to run (repeat for several, run in order)",
     )
     p.add_argument("--base", default="python3", help="the template to start from (default python3)")
-    p.add_argument("--network", action="store_true", help="allow network during the setup")
+    p.add_argument(
+        "--network",
+        action="store_true",
+        help="a networked template (its sessions take --egress policies); the setup runs "
+        "with network too",
+    )
+    p.add_argument(
+        "--egress", metavar="POLICY", help="the template's default policy; " + EGRESS_HELP
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds the bake may take")
     p.set_defaults(run=bake)

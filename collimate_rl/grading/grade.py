@@ -105,6 +105,7 @@ class _Job:
     seed: str | None
     timeout_seconds: float
     session_id: str | None
+    egress: Mapping[str, Any] | None = None
 
     def request(self, warm: bool = False) -> dict[str, Any]:
         return {
@@ -126,6 +127,7 @@ def _prepare(
     timeout_seconds: float,
     session_id: str | None,
     extract: Extract,
+    egress: Mapping[str, Any] | None = None,
 ) -> _Job:
     if not isinstance(spec, RewardSpec):
         raise CollimateUsageError(f"spec must be a RewardSpec, not {type(spec).__name__}")
@@ -135,6 +137,10 @@ def _prepare(
         raise CollimateUsageError(f"seed must be 64 hex characters or None, not {seed!r}")
     if not timeout_seconds > 0:
         raise CollimateUsageError(f"timeout_seconds must be positive, not {timeout_seconds!r}")
+    if egress is not None and session_id is not None:
+        raise CollimateUsageError(
+            "egress applies to one-shot grades; a session's policy is set when it is created"
+        )
     if extract is True:
         source = extract_code(completion, entry=spec.extract_entry)
     elif extract is False:
@@ -144,7 +150,16 @@ def _prepare(
     nonce = secrets.token_hex(16)
     program = spec.build(source, nonce=nonce, timeout_seconds=timeout_seconds)
     return _Job(
-        template, spec, completion, source, program, nonce, seed, timeout_seconds, session_id
+        template,
+        spec,
+        completion,
+        source,
+        program,
+        nonce,
+        seed,
+        timeout_seconds,
+        session_id,
+        dict(egress) if egress is not None else None,
     )
 
 
@@ -259,16 +274,23 @@ def _infra(exc: BaseException) -> CollimateError | None:
     return None
 
 
+def _one_shot(job: _Job, warm: bool) -> dict[str, Any]:
+    request = job.request(warm)
+    if job.egress is not None:  # only when asked: a client need not know the keyword
+        request["egress"] = job.egress
+    return request
+
+
 def _call_sync(client: _SyncClient, job: _Job, warm: bool) -> Any:
     if job.session_id is not None:
         return client.session_exec(job.session_id, **job.request(warm))
-    return client.exec_once(job.template, **job.request(warm))
+    return client.exec_once(job.template, **_one_shot(job, warm))
 
 
 async def _call_async(client: _AsyncClient, job: _Job, warm: bool) -> Any:
     if job.session_id is not None:
         return await client.session_exec(job.session_id, **job.request(warm))
-    return await client.exec_once(job.template, **job.request(warm))
+    return await client.exec_once(job.template, **_one_shot(job, warm))
 
 
 def _exec_sync(client: _SyncClient, job: _Job) -> Any:
@@ -315,7 +337,13 @@ def _run_sync(client: _SyncClient, job: _Job, recorder: ReplayRecorder | None) -
         result = _finish(job, response)
     if recorder is not None:
         recorder.record(
-            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
+            job.template,
+            job.spec,
+            job.completion,
+            job.source,
+            job.timeout_seconds,
+            result,
+            egress=job.egress,
         )
     return result
 
@@ -336,7 +364,13 @@ async def _run_async(
         result = _finish(job, response)
     if recorder is not None:
         recorder.record(
-            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
+            job.template,
+            job.spec,
+            job.completion,
+            job.source,
+            job.timeout_seconds,
+            result,
+            egress=job.egress,
         )
     return result
 
@@ -352,6 +386,7 @@ def grade(
     session_id: str | None = None,
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> GradeResult:
     """Grade one completion in one exec.
 
@@ -368,7 +403,10 @@ def grade(
         extract: ``True`` (the last fenced python block, see
             :func:`extract_code`), ``False`` (the completion is the code) or a
             callable.
-        recorder: a :class:`~collimate_rl.grading.ReplayRecorder` to append to.
+        recorder: a :class:`~collimate_rl.grading.ReplayRecorder` to append to
+            (it records ``egress`` too).
+        egress: the egress policy of a one-shot grade on a networked template
+            (docs/egress.md); a session's policy is set when it is created.
 
     Raises:
         CollimateError: an infrastructure failure (never a task failure).
@@ -382,6 +420,7 @@ def grade(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     return _run_sync(client, job, recorder)
 
@@ -397,6 +436,7 @@ async def agrade(
     session_id: str | None = None,
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> GradeResult:
     """The async twin of :func:`grade` (for ``AsyncCollimateClient``)."""
     job = _prepare(
@@ -407,6 +447,7 @@ async def agrade(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     return await _run_async(client, job, recorder)
 
@@ -501,6 +542,7 @@ def grade_batch(
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
     on_result: ResultCallback | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> list[GradeResult]:
     """Grade many completions concurrently; results keep the input order.
 
@@ -519,7 +561,7 @@ def grade_batch(
             resumable log); under ``on_infra_error="zero"`` an infrastructure
             failure comes as its flagged zero result, under ``"skip"`` and
             ``"raise"`` it does not come at all.
-        Other arguments: as for :func:`grade`.
+        Other arguments (``egress`` included): as for :func:`grade`.
     """
     jobs = _batch_jobs(
         template,
@@ -531,6 +573,7 @@ def grade_batch(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}
@@ -579,6 +622,7 @@ async def agrade_batch(
     extract: Extract = True,
     recorder: ReplayRecorder | None = None,
     on_result: ResultCallback | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> list[GradeResult]:
     """The async twin of :func:`grade_batch` (runs on asyncio or trio via anyio)."""
     jobs = _batch_jobs(
@@ -591,6 +635,7 @@ async def agrade_batch(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
         extract=extract,
+        egress=egress,
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}

@@ -6,9 +6,11 @@ A manifest is JSONL, one row per grade::
      "code_digest": ..., "completion_digest": ..., "seed": ..., "seed_ack": ...,
      "timeout_seconds": ..., "reward": ..., "passed": ..., "total": ...,
      "exit_code": ..., "output_digest": ..., "fork_time_ms": ...,
-     "exec_time_ms": ..., "total_time_ms": ...}
+     "exec_time_ms": ..., "total_time_ms": ..., "egress": {...}}
 
 ``spec`` and ``code`` (the extracted program) are what :func:`replay` re-runs;
+``egress`` (present when the grade gave one) is the policy it ran under, and
+the replay runs under it again;
 with ``store_inputs=False`` only digests are kept and rows cannot be replayed.
 ``seed`` is the seed the exec actually used, so a replay draws the same
 inputs. ``output_digest`` is the digest of the harness's verdict without its
@@ -22,6 +24,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -64,8 +67,10 @@ class ReplayRecorder:
         code: str,
         timeout_seconds: float,
         result: GradeResult,
+        *,
+        egress: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append the row for one grade."""
+        """Append the row for one grade (``egress``: the policy it ran under, if given)."""
         row: dict[str, Any] = {
             "v": MANIFEST_VERSION,
             "template": template,
@@ -84,6 +89,8 @@ class ReplayRecorder:
             "exec_time_ms": result.exec_time_ms,
             "total_time_ms": result.total_time_ms,
         }
+        if egress is not None:
+            row["egress"] = dict(egress)
         if self.store_inputs:
             row["spec"] = spec.to_dict()
             row["code"] = code
@@ -194,6 +201,7 @@ def replay(client: Any, manifest_path: str | os.PathLike[str]) -> ReplayReport:
             seed=row.get("seed"),
             timeout_seconds=float(row.get("timeout_seconds", 30.0)),
             extract=False,
+            egress=row.get("egress"),
         )
         out.append(
             ReplayRow(

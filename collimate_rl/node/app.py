@@ -35,7 +35,13 @@ template (201 ``{"template_id", "base", "bake_time_ms", "templates"}``). An
 optional ``"ready": {"cmd", "ports", "http", "http_timeout_s", "env"}`` (the
 gateway's ReadySpec) with ``ports`` makes every session run ``cmd`` as a server;
 its create response then carries ``"endpoints": {"<port>": "127.0.0.1:<p>"}``
-(see docs/services.md).
+(see docs/services.md). ``"network": true`` makes the template networked and
+``"egress": {...}`` gives it a default policy.
+
+Egress (docs/egress.md): ``POST /v1/sessions`` and ``POST /v1/exec`` take an
+``egress`` policy for networked templates (every built-in has a twin
+``<id>-net``); ``GET /v1/sessions/{id}`` of a networked session shows the
+policy and the proxy's counters under ``egress``.
 
 >>> from collimate_rl.node.runtime.base import Isolation
 >>> class NoRuntime:
@@ -133,8 +139,8 @@ async def create_session(req: CreateSessionRequest, node: NodeDep) -> JSONRespon
     tags=["sessions"],
 )
 async def get_session(session_id: str, node: NodeDep) -> JSONResponse:
-    """One session's info."""
-    return JSONResponse(node.sessions.get(session_id).info())
+    """One session's info (a networked session's egress policy and counters too)."""
+    return JSONResponse(node.sessions.get(session_id).info(detail=True))
 
 
 @router.delete(

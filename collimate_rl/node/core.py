@@ -18,11 +18,13 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collimate_rl._version import __version__
 from collimate_rl.node.admission import Admission, AtCapacity
+from collimate_rl.node.egress.policy import OPEN, EgressPolicy
+from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.models import (
     BakeRequest,
@@ -40,7 +42,7 @@ from collimate_rl.node.runtime.base import (
 )
 from collimate_rl.node.sessions import SessionRecord, SessionRegistry
 
-__all__ = ["Node", "NodeConfig", "NodeState", "build_exec_spec", "check_egress"]
+__all__ = ["Node", "NodeConfig", "NodeState", "build_exec_spec", "choose_egress"]
 
 logger = logging.getLogger("collimate_rl.node")
 
@@ -64,6 +66,8 @@ class NodeConfig:
         pool_size: warm sessions kept ready per template.
         drain_timeout: seconds a drain waits for in-flight work.
         max_body_bytes: largest request body accepted (else 413).
+        egress: how the egress proxy resolves names and what counts as the
+            internet (see :class:`~collimate_rl.node.egress.settings.EgressSettings`).
     """
 
     max_inflight: int = _default_inflight()
@@ -73,6 +77,7 @@ class NodeConfig:
     pool_size: int = 2
     drain_timeout: float = 30.0
     max_body_bytes: int = 64 << 20
+    egress: EgressSettings = field(default_factory=EgressSettings)
 
 
 class NodeState(str, enum.Enum):
@@ -84,14 +89,34 @@ class NodeState(str, enum.Enum):
     CLOSED = "closed"
 
 
-def check_egress(egress: dict[str, Any] | None) -> None:
-    """Accept only policies a network-less sandbox already satisfies."""
-    if egress is None or egress == {"mode": "none"}:
-        return
-    raise NodeError(
-        "bad_request",
-        'template is vsock-only: local sandboxes have no network; omit egress or send {"mode": "none"}',
-    )
+def choose_egress(
+    template_id: str,
+    requested: EgressPolicy | None,
+    *,
+    networked: bool,
+    default: EgressPolicy | None = None,
+    hint: str = "",
+) -> EgressPolicy | None:
+    """The policy a new session of ``template_id`` runs under; ``None``: it has no network.
+
+    A per-call policy wins over the template's default, which wins over
+    ``open``. On a template without network only ``none`` (or nothing) is
+    accepted: anything else is the contract's 400 "template is vsock-only".
+
+    >>> choose_egress("python3-net", None, networked=True).mode
+    'open'
+    >>> choose_egress("python3", EgressPolicy(mode="none"), networked=False) is None
+    True
+    """
+    if not networked:
+        if requested is None or requested.mode == "none":
+            return None
+        raise NodeError(
+            "bad_request",
+            f"template is vsock-only: {template_id!r} has no network{hint}; "
+            'omit egress or send {"mode": "none"}',
+        )
+    return requested or default or OPEN
 
 
 def build_exec_spec(req: ExecRequest) -> ExecSpec:
@@ -136,9 +161,13 @@ def bake_service(
     """
     ready = req.ready
     setup = list(req.setup)
+    # a networked twin of the base's files needs nothing else
+    networked_only = req.network or (req.egress is not None and req.egress.mode != "none")
     if ready is None:
-        if not setup:
-            raise NodeError("bad_request", "setup must list at least one command (or give ready)")
+        if not setup and not networked_only:
+            raise NodeError(
+                "bad_request", "setup must list at least one command (or give ready or network)"
+            )
         return setup, None, ()
     env = tuple(sorted(ready.env.items()))
     if ready.http and not ready.ports:
@@ -146,8 +175,10 @@ def bake_service(
     if not ready.ports:
         if ready.cmd:
             setup.append(ready.cmd)
-        if not setup and not env:
-            raise NodeError("bad_request", "nothing to bake: give setup, ready.cmd or ready.env")
+        if not setup and not env and not networked_only:
+            raise NodeError(
+                "bad_request", "nothing to bake: give setup, ready.cmd, ready.env or network"
+            )
         return setup, None, env
     if not ready.cmd:
         raise NodeError("bad_request", "ready.ports needs ready.cmd (the server to start)")
@@ -200,7 +231,10 @@ class Node:
             max_sessions=self.config.max_sessions,
             ttl_seconds=self.config.session_ttl,
             pool_size=self.config.pool_size,
+            egress=self.config.egress,
         )
+        #: baked templates' default egress policies (the gateway's EGRESS knob)
+        self._egress_defaults: dict[str, EgressPolicy] = {}
         self.admission = Admission(self.config.max_inflight, self.config.queue)
         self.state = NodeState.NEW
         self._busy = 0
@@ -283,11 +317,40 @@ class Node:
             "isolation": str(getattr(isolation, "value", isolation)),
         }
 
+    def _networked(self, template_id: str) -> bool:
+        spec_of = getattr(self.runtime, "template_spec", None)
+        try:
+            return spec_of is not None and bool(spec_of(template_id).network)
+        except (KeyError, AttributeError):
+            return False
+
+    def egress_for(self, template_id: str, requested: EgressPolicy | None) -> EgressPolicy | None:
+        """The policy a new session of ``template_id`` gets (see :func:`choose_egress`)."""
+        self.sessions.check_template(template_id)
+        isolation = str(getattr(getattr(self.runtime, "isolation", None), "value", ""))
+        if isolation == "none":  # nothing is confined: a policy could not be enforced
+            return choose_egress(
+                template_id,
+                requested,
+                networked=False,
+                hint=" a policy can hold (this node runs isolation=none, which confines "
+                "nothing; egress policies need isolation=bwrap)",
+            )
+        twin = f"{template_id}-net"
+        hint = f" (its networked twin is {twin!r})" if twin in self.runtime.templates() else ""
+        return choose_egress(
+            template_id,
+            requested,
+            networked=self._networked(template_id),
+            default=self._egress_defaults.get(template_id),
+            hint=hint,
+        )
+
     async def create_session(self, req: CreateSessionRequest) -> dict[str, Any]:
         """Create a session (a warm-pool hit when one is ready)."""
         async with self._work():
-            check_egress(req.egress)
-            rec, fork_ms, create_ms = await self.sessions.create(req.template_id)
+            egress = self.egress_for(req.template_id, req.egress)
+            rec, fork_ms, create_ms = await self.sessions.create(req.template_id, egress=egress)
         body: dict[str, Any] = {
             "session_id": rec.session_id,
             "template_id": rec.template_id,
@@ -306,6 +369,7 @@ class Node:
                 raise NodeError("template_exists", f"template {req.template_id!r} already exists")
             self.sessions.check_template(req.base)
             setup, service, env = bake_service(req)
+            default = self._baked_egress(req)
             start = time.perf_counter()
             try:
                 await self.runtime.bake(
@@ -320,12 +384,29 @@ class Node:
                 raise NodeError("bake_failed", str(exc)) from exc
             except ValueError as exc:
                 raise NodeError("bad_request", one_line(exc)) from exc
+            if default is not None:
+                self._egress_defaults[req.template_id] = default
         return {
             "template_id": req.template_id,
             "base": req.base,
             "bake_time_ms": round((time.perf_counter() - start) * 1e3, 3),
             "templates": sorted(self.runtime.templates()),
         }
+
+    def _baked_egress(self, req: BakeRequest) -> EgressPolicy | None:
+        """A bake's default policy: its own, else its base's; checked before anything runs."""
+        if req.egress is None:
+            return self._egress_defaults.get(req.base)
+        if req.egress.mode == "none":
+            return req.egress
+        isolation = str(getattr(getattr(self.runtime, "isolation", None), "value", ""))
+        if isolation == "none" or not (req.network or self._networked(req.base)):
+            raise NodeError(
+                "bad_request",
+                f"template is vsock-only: {req.template_id!r} would have no network; bake it "
+                "with network (Ready(network=True), collimate bake --network) over isolation=bwrap",
+            )
+        return req.egress
 
     async def fork(self, session_id: str, count: int) -> dict[str, Any]:
         """Fork a quiescent session into ``count`` children."""
@@ -362,10 +443,9 @@ class Node:
         request_id = f"req_{secrets.token_hex(8)}"
         self._refuse_if_draining()
         spec = build_exec_spec(req)
-        check_egress(req.egress)
-        self.sessions.check_template(req.template_id)
+        egress = self.egress_for(req.template_id, req.egress)
         async with self._admitted():
-            rec, fork_ms, _ = await self.sessions.create(req.template_id)
+            rec, fork_ms, _ = await self.sessions.create(req.template_id, egress=egress)
             try:
                 async with self.sessions.using(rec.session_id):
                     outcome = await self._run(rec, spec)

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from collimate_rl.node.egress.policy import EgressPolicy
+
 __all__ = [
     "MAX_FORK_COUNT",
     "MAX_TIMEOUT_SECONDS",
@@ -66,11 +68,13 @@ Seed = Annotated[
 ]
 
 Egress = Annotated[
-    dict[str, Any] | None,
+    EgressPolicy | None,
     Field(
         description=(
-            "Egress policy. Local sandboxes have no network, so only "
-            '``null`` or ``{"mode": "none"}`` is accepted.'
+            'Egress policy (docs/egress.md): {"mode": "open"|"none"}, {"allow": [...]}, '
+            '{"deny": [...]} or {"preset": "rl-leakage"}; entries are host names, "*." '
+            "wildcards, host:port, IPs or CIDRs. Anything but none needs a networked "
+            "template (e.g. python3-net); a networked template defaults to open."
         ),
     ),
 ]
@@ -152,13 +156,20 @@ class HealthResponse(_Response):
 
 
 class SessionInfo(_Response):
-    """One session, as listed by ``GET /v1/sessions``."""
+    """One session, as listed by ``GET /v1/sessions``.
+
+    ``egress`` (``GET /v1/sessions/{id}`` of a networked session only): the
+    policy in force and the proxy's counters, ``{"policy": {...}, "allowed",
+    "denied", "failed", "bytes_out", "bytes_in", "hosts": {host: {same
+    counters}}}``.
+    """
 
     session_id: str
     template_id: str
     age_secs: float
     idle_secs: float
     exec_count: int
+    egress: dict[str, Any] | None = None
 
 
 class CreateSessionResponse(_Response):
@@ -250,7 +261,9 @@ class BakeRequest(_Request):
     over ``base``, with network only when ``network`` is true, and their result
     becomes a read-only layer every session of the new template starts from.
     ``ready`` adds a service (see :class:`ReadySpec`) and environment; with it,
-    ``setup`` may be empty.
+    ``setup`` may be empty. ``network`` also makes the new template networked
+    (so does a networked ``base``); ``egress`` is its default policy (the
+    gateway's ``EGRESS`` knob), which a per-session policy overrides.
     """
 
     template_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -258,6 +271,7 @@ class BakeRequest(_Request):
     setup: list[str] = Field(default_factory=list, max_length=64)
     network: bool = False
     ready: ReadySpec | None = None
+    egress: Egress = None
 
 
 class BakeResponse(_Response):

@@ -33,6 +33,7 @@ import uvicorn
 
 from collimate_rl.node.app import create_app
 from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.runtime.base import Runtime, RuntimeError_
 
 __all__ = [
@@ -199,6 +200,13 @@ async def _serve_async(
         server = NodeServer(uv_config, node)
         isolation = getattr(runtime.isolation, "value", runtime.isolation)
         logger.info("collimate node serving on %s (isolation: %s)", where, isolation)
+        if config.egress.customized:
+            logger.warning(
+                "egress overrides in force: resolve %s, internet %s, resolve-only %s",
+                {k: [str(a) for a in v] for k, v in config.egress.resolve.items()},
+                [str(n) for n in config.egress.internet],
+                config.egress.resolve_only,
+            )
         await server.serve(sockets=[sock])
     finally:
         await node.close()
@@ -340,6 +348,39 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="drain and stop when this inherited pipe's read end reaches EOF, i.e. when "
         "every process holding its write end has exited (LocalNode passes one)",
     )
+    egress = p.add_argument_group(
+        "egress (networked templates, docs/egress.md)",
+        "Operator settings of the egress proxy. The defaults are the strict ones; the "
+        "overrides exist for air-gapped mirrors and for tests that serve a stand-in "
+        "internet on other loopback addresses.",
+    )
+    egress.add_argument(
+        "--egress-resolve",
+        action="append",
+        default=[],
+        metavar="NAME=IP[,IP]",
+        help="the proxy resolves NAME (or *.SUFFIX) to these addresses instead of asking DNS",
+    )
+    egress.add_argument(
+        "--egress-internet",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="treat this non-public range as the internet (the node's own sockets stay "
+        "unreachable)",
+    )
+    egress.add_argument(
+        "--egress-resolve-only",
+        action="store_true",
+        help="never ask the system resolver: only --egress-resolve names can be reached",
+    )
+    egress.add_argument(
+        "--egress-connect-timeout",
+        type=float,
+        default=defaults.egress.connect_timeout,
+        metavar="SECONDS",
+        help=f"upstream connect timeout (default {defaults.egress.connect_timeout:g})",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -367,6 +408,15 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
             "collimate serve: --max-inflight and --max-sessions must be >= 1, "
             "--queue and --pool-size >= 0"
         )
+    try:
+        egress = EgressSettings.from_flags(
+            resolve=args.egress_resolve,
+            internet=args.egress_internet,
+            resolve_only=args.egress_resolve_only,
+            connect_timeout=args.egress_connect_timeout,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"collimate serve: {exc}") from None
     return NodeConfig(
         max_inflight=args.max_inflight,
         queue=args.queue,
@@ -374,6 +424,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         session_ttl=args.session_ttl if args.session_ttl and args.session_ttl > 0 else None,
         pool_size=args.pool_size,
         drain_timeout=args.drain_timeout,
+        egress=egress,
     )
 
 

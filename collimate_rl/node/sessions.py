@@ -4,6 +4,11 @@ The registry owns every :class:`~collimate_rl.node.runtime.base.SessionHandle`
 the node hands out. A small pool of sessions per template is created ahead of
 time, so a create is usually a warm hit (``fork_time_ms`` of 0).
 
+A networked session gets its egress gate (the node side of its proxy, see
+:mod:`collimate_rl.node.egress.gate`) when it is handed out, with the policy
+of that create (pooled sessions have none: their relay reaches nothing); its
+forks get gates with the same policy; the gate closes with the session.
+
 >>> new_session_id().startswith("ses_"), len(new_session_id())
 (True, 28)
 """
@@ -19,6 +24,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass, field
 
+from collimate_rl.node.egress.gate import EgressGate
+from collimate_rl.node.egress.policy import EgressPolicy
+from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.runtime.base import (
     Runtime,
@@ -55,17 +63,21 @@ class SessionRecord:
     exec_count: int = 0
     active: int = 0
     forking: asyncio.Event | None = None
+    egress: EgressGate | None = None
 
-    def info(self, now: float | None = None) -> dict[str, object]:
-        """The contract's SessionInfo."""
+    def info(self, now: float | None = None, *, detail: bool = False) -> dict[str, object]:
+        """The contract's SessionInfo; with ``detail``, a networked session's ``egress`` too."""
         now = time.monotonic() if now is None else now
-        return {
+        body: dict[str, object] = {
             "session_id": self.session_id,
             "template_id": self.template_id,
             "age_secs": round(now - self.created, 3),
             "idle_secs": round(0.0 if self.active else now - self.last_used, 3),
             "exec_count": self.exec_count,
         }
+        if detail and self.egress is not None:
+            body["egress"] = self.egress.info()
+        return body
 
 
 def _last_use(rec: SessionRecord) -> float:
@@ -84,6 +96,7 @@ class SessionRegistry:
         ttl_seconds: idle time after which a session is reaped; ``None`` or
             ``<= 0`` disables reaping.
         pool_size: warm sessions kept per template (0 disables the pool).
+        egress: the node's egress settings (for networked sessions' gates).
     """
 
     def __init__(
@@ -93,8 +106,10 @@ class SessionRegistry:
         max_sessions: int = 256,
         ttl_seconds: float | None = 600.0,
         pool_size: int = 2,
+        egress: EgressSettings | None = None,
     ) -> None:
         self.runtime = runtime
+        self.egress_settings = egress or EgressSettings()
         self.max_sessions = max_sessions
         self.ttl_seconds = ttl_seconds if ttl_seconds and ttl_seconds > 0 else None
         self.pool_size = max(0, pool_size)
@@ -129,11 +144,13 @@ class SessionRegistry:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._refills.clear()
-        handles = [rec.handle for rec in self._sessions.values()]
+        records = list(self._sessions.values())
         self._sessions.clear()
+        handles: list[SessionHandle] = []
         for pool in self._pool.values():
             handles.extend(pool)
             pool.clear()
+        await self._close_records(records)
         await self._close_handles(handles)
 
     # -- queries ---------------------------------------------------------
@@ -178,8 +195,14 @@ class SessionRegistry:
             )
         self._reserved += count
 
-    async def create(self, template_id: str) -> tuple[SessionRecord, float, float]:
-        """Create a session; returns ``(record, fork_time_ms, create_time_ms)``."""
+    async def create(
+        self, template_id: str, *, egress: EgressPolicy | None = None
+    ) -> tuple[SessionRecord, float, float]:
+        """Create a session; returns ``(record, fork_time_ms, create_time_ms)``.
+
+        ``egress``: the policy of a networked session's gate (the node decides
+        it, see ``Node.egress_for``); ignored for a session without network.
+        """
         start = time.perf_counter()
         self.check_template(template_id)
         self._reserve(1)
@@ -193,6 +216,7 @@ class SessionRegistry:
                 handle = await self._bring_up(template_id, new_session_id())
                 fork_ms = _ms_since(fork_start)
             rec = SessionRecord(handle.session_id, template_id, handle)
+            await self._open_gates([rec], egress)
             self._sessions[rec.session_id] = rec
         finally:
             self._reserved -= 1
@@ -216,7 +240,7 @@ class SessionRegistry:
         rec = self._sessions.pop(session_id, None)
         if rec is None:
             return False
-        await self._close_handles([rec.handle])
+        await self._close_records([rec])
         return True
 
     async def discard(self, session_id: str) -> None:
@@ -263,6 +287,8 @@ class SessionRegistry:
             except ValueError as exc:  # e.g. a session running a service
                 raise NodeError("bad_request", one_line(exc)) from exc
             children = [SessionRecord(h.session_id, parent.template_id, h) for h in handles]
+            # a fork keeps its parent's policy (each child has its own gate and counters)
+            await self._open_gates(children, parent.egress.policy if parent.egress else None)
             for child in children:
                 self._sessions[child.session_id] = child
         finally:
@@ -295,7 +321,7 @@ class SessionRegistry:
             stale = self.reap_idle()
             if stale:
                 logger.info("reaping %d idle session(s)", len(stale))
-                await self._close_handles(rec.handle for rec in stale)
+                await self._close_records(stale)
 
     def _schedule_refill(self, template_id: str) -> None:
         if self._closed or self.pool_size == 0 or self._serves(template_id):
@@ -327,6 +353,33 @@ class SessionRegistry:
                 await self._close_handles([handle])
                 return
             pool.append(handle)
+
+    async def _open_gates(self, records: list[SessionRecord], policy: EgressPolicy | None) -> None:
+        """Open each networked record's egress gate; on failure close the records' sessions."""
+        try:
+            for rec in records:
+                path = getattr(rec.handle, "egress_socket", None)
+                if path is None:
+                    continue
+                gate = EgressGate(
+                    path,
+                    policy or EgressPolicy(mode="none"),  # fail closed
+                    self.egress_settings,
+                    owner=getattr(self.runtime, "sandbox_uid", None),
+                )
+                await gate.start()
+                rec.egress = gate
+        except OSError as exc:
+            await self._close_records(records)
+            raise NodeError(
+                "session_bringup_failed", f"could not open the egress proxy: {one_line(exc)}"
+            ) from exc
+
+    async def _close_records(self, records: Iterable[SessionRecord]) -> None:
+        records = list(records)
+        gates = [rec.egress for rec in records if rec.egress is not None]
+        await asyncio.gather(*(gate.close() for gate in gates), return_exceptions=True)
+        await self._close_handles(rec.handle for rec in records)
 
     @staticmethod
     async def _close_handles(handles: Iterable[SessionHandle]) -> None:

@@ -172,13 +172,16 @@ def bake_template(
     network: bool,
     timeout: float | None,
     ready: Mapping[str, Any] | None = None,
+    egress: Mapping[str, Any] | None = None,
 ) -> Flow[dict[str, Any]]:
     """``POST /v1/templates`` (our node's extension; not idempotent)."""
     path_id(template_id, "template_id")
     if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
         raise CollimateUsageError("setup must be a list of shell commands")
-    if not setup and not ready:
-        raise CollimateUsageError("setup must list at least one command (or give ready)")
+    if not setup and not ready and not network and egress is None:
+        raise CollimateUsageError(
+            "setup must list at least one command (or give ready, network=True or egress)"
+        )
     body: dict[str, Any] = {
         "template_id": template_id,
         "base": base,
@@ -187,6 +190,8 @@ def bake_template(
     }
     if ready:
         body["ready"] = dict(ready)
+    if egress is not None:
+        body["egress"] = dict(egress)
     wait = max(ctx.timeout, timeout or 0.0)
     req = Request("POST", "/v1/templates", body, idempotent=False, timeout=wait)
     return _as_dict((yield from call(ctx, req)))

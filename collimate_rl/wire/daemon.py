@@ -215,6 +215,7 @@ class CollimateClient(SyncClientBase):
         network: bool = False,
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
+        egress: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Bake ``setup`` commands over ``base`` into a new template (our local node's extension).
 
@@ -223,9 +224,12 @@ class CollimateClient(SyncClientBase):
         (a gateway ReadySpec dict: ``cmd``, ``ports``, ``http``,
         ``http_timeout_s``, ``env``) makes every session run ``cmd`` as a
         server on ``ports`` (its ``endpoints``); ``setup`` may then be empty.
+        ``network`` also makes the template networked (its sessions take an
+        ``egress`` policy; ``setup`` may be empty) and ``egress`` is its default
+        policy (docs/egress.md).
         """
         return self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready)
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready, egress)
         )
 
 
@@ -364,8 +368,9 @@ class AsyncCollimateClient(AsyncClientBase):
         network: bool = False,
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
+        egress: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """See :meth:`CollimateClient.bake_template`."""
         return await self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready)
+            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready, egress)
         )

@@ -138,6 +138,8 @@ class SessionInfo(WireModel):
     age_secs: float = 0.0
     idle_secs: float = 0.0
     exec_count: int = 0
+    #: a networked session's policy and counters on the local node (``GET`` of one session)
+    egress: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import collimate_rl.node as node_pkg
-from collimate_rl.node.core import NodeConfig, build_exec_spec, check_egress
+from collimate_rl.node.core import NodeConfig, build_exec_spec, choose_egress
+from collimate_rl.node.egress import NONE, OPEN, EgressPolicy
 from collimate_rl.node.errors import NodeError
 from collimate_rl.node.models import ExecRequest, FileSpec
 from collimate_rl.node.server import build_parser, config_from_args, make_runtime
@@ -126,10 +127,15 @@ def test_exec_spec_precedence_and_seed() -> None:
 
 
 def test_egress_policy() -> None:
-    check_egress(None)
-    check_egress({"mode": "none"})
-    with pytest.raises(NodeError):
-        check_egress({"preset": "rl-leakage"})
+    preset = EgressPolicy.model_validate({"preset": "rl-leakage"})
+    assert choose_egress("python3", None, networked=False) is None
+    assert choose_egress("python3", EgressPolicy(mode="none"), networked=False) is None
+    with pytest.raises(NodeError) as info:
+        choose_egress("python3", preset, networked=False)
+    assert info.value.status == 400 and "template is vsock-only" in info.value.message
+    assert choose_egress("python3-net", None, networked=True) == OPEN
+    assert choose_egress("t", None, networked=True, default=preset) == preset
+    assert choose_egress("t", NONE, networked=True, default=preset) == NONE
 
 
 # -- the bake extension (POST /v1/templates) ---------------------------------------------

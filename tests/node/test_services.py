@@ -175,6 +175,30 @@ def test_a_service_cannot_reach_the_host_or_other_sessions(client: Any) -> None:
         client.delete_session(victim.session_id)
 
 
+def test_an_exec_cannot_reach_the_socket_folder_through_the_keeper(client: Any) -> None:
+    # K keeps a descriptor of the host-shared socket folder (every session's server
+    # socket, the master's); /proc/<K>/fd must not hand it to the session's code.
+    created = client.create_session("svc-web")
+    try:
+        scan = client.session_exec(
+            created.session_id,
+            code="import os\nseen = []\n"
+            "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+            "    try:\n"
+            "        for fd in os.listdir(f'/proc/{pid}/fd'):\n"
+            "            path = f'/proc/{pid}/fd/{fd}'\n"
+            "            if os.path.isdir(path):\n"
+            "                seen += os.listdir(path)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print([name for name in seen if name.endswith('.sock')])",
+        )
+        assert scan.stdout.strip() == "[]"
+        assert _get(created.endpoints["8000"]) == 200
+    finally:
+        client.delete_session(created.session_id)
+
+
 def test_a_crashing_service_fails_the_create_with_its_output(client: Any) -> None:
     client.bake_template(
         "svc-crash",

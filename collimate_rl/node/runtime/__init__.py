@@ -11,7 +11,9 @@
 
 Built-in template: ``"python3"`` (alias ``"py"``), the node's own Python with
 numpy importable, warm (a fork-server; ``code`` execs run in a forked,
-pre-imported interpreter).
+pre-imported interpreter). Under ``bwrap`` every built-in template also has a
+networked twin ``"<id>-net"`` (same container; sessions with the egress relay,
+see docs/egress.md).
 """
 
 from __future__ import annotations

@@ -93,6 +93,10 @@ class TemplateSpec:
         preload: modules the warm interpreter imports before forking.
         env: extra environment for every exec (and the service).
         service: a server each session runs (see :class:`ServiceSpec`).
+        network: sessions are networked: their processes may open IP sockets
+            and reach the node's egress proxy through a relay on their own
+            loopback (``bwrap`` driver; the node applies each session's
+            policy, see docs/egress.md).
     """
 
     template_id: str
@@ -101,6 +105,7 @@ class TemplateSpec:
     preload: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     service: ServiceSpec | None = None
+    network: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Bridge", "ServiceFailed", "read_bounded", "wait_http"]
+__all__ = ["Bridge", "ServiceFailed", "pump", "read_bounded", "wait_http"]
 
 _CHUNK = 65536
 
@@ -78,7 +78,7 @@ class Bridge:
         try:
             inner_reader, inner_writer = await asyncio.open_unix_connection(self.target)
             await asyncio.gather(
-                _pump(reader, inner_writer), _pump(inner_reader, writer), return_exceptions=True
+                pump(reader, inner_writer), pump(inner_reader, writer), return_exceptions=True
             )
         except (OSError, asyncio.CancelledError):
             pass
@@ -105,12 +105,23 @@ class Bridge:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pump(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    on_bytes: Callable[[int], None] | None = None,
+) -> None:
+    """Copy ``reader`` to ``writer`` until EOF, then pass the EOF on (half-close).
+
+    ``on_bytes(n)`` is called for every chunk copied (the egress proxy counts
+    bytes with it). A failed write closes ``writer``.
+    """
     try:
         while True:
             data = await reader.read(_CHUNK)
             if not data:
                 break
+            if on_bytes is not None:
+                on_bytes(len(data))
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():

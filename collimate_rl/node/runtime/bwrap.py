@@ -234,7 +234,13 @@ class FdSet:
         self.fds.clear()
 
 
-def etc_args(fds: FdSet, *, network: bool) -> list[str]:
+def etc_args(fds: FdSet, *, network: bool, tls_roots: bool = False) -> list[str]:
+    """A synthetic ``/etc``: users, hosts; name resolution for a networked bake; TLS roots.
+
+    ``tls_roots``: the CA certificates only (public data), for template
+    containers whose networked sessions speak HTTPS through the egress proxy
+    (they resolve nothing themselves: the proxy does).
+    """
     args = [
         "--ro-bind-data",
         str(fds.data(PASSWD)),
@@ -246,9 +252,13 @@ def etc_args(fds: FdSet, *, network: bool) -> list[str]:
         str(fds.data(HOSTS)),
         "/etc/hosts",
     ]
+    names: tuple[str, ...] = ()
     if network:  # bakes only: name resolution and TLS roots
-        for name in ("resolv.conf", "nsswitch.conf", "gai.conf", "ssl", "ca-certificates"):
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        names = ("resolv.conf", "nsswitch.conf", "gai.conf", "ssl", "ca-certificates")
+    elif tls_roots:
+        names = ("ssl", "ca-certificates")
+    for name in names:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     return args
 
 

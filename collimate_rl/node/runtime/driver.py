@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -59,6 +60,9 @@ __all__ = [
 BUILTIN_TEMPLATE = "python3"
 #: Alias ids that resolve to the built-in template (the SDK's local backend uses ``py``).
 TEMPLATE_ALIASES = {"py": BUILTIN_TEMPLATE}
+#: Every built-in template ``<id>`` has a networked twin ``<id><suffix>`` (``python3-net``):
+#: the same container, sessions with the egress relay (see docs/egress.md).
+NETWORK_TWIN_SUFFIX = "-net"
 DEFAULT_PRELOAD: tuple[str, ...] = (
     "random",
     "json",
@@ -392,7 +396,7 @@ class TemplateHost:
         rt = self.runtime
         assert rt.bwrap_path is not None
         exe, prefix = _python_paths()
-        argv = [rt.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=False)]
+        argv = [rt.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=False, tls_roots=True)]
         if not str(prefix).startswith("/usr/"):
             argv += ["--ro-bind", str(prefix), str(prefix)]
         for d in _numpy_dirs():
@@ -495,6 +499,9 @@ class TemplateHost:
         header: dict[str, Any],
         ids: Sequence[str],
         depth: int,
+        *,
+        template_id: str | None = None,
+        networked: bool = False,
     ) -> list[LocalSession]:
         reply = await self.master(header)
         if not reply.get("ok"):
@@ -504,7 +511,7 @@ class TemplateHost:
         keys = [str(k) for k in reply["keys"]]
         out = []
         for sid, key in zip(ids, keys, strict=True):
-            sess = LocalSession(self, sid, key, depth)
+            sess = LocalSession(self, sid, key, depth, template_id=template_id, networked=networked)
             self.sessions[key] = sess
             out.append(sess)
         if self.spec.service is not None:
@@ -554,9 +561,20 @@ class TemplateHost:
 class LocalSession:
     """A session: a process tree forked by its template's master."""
 
-    def __init__(self, host: TemplateHost, session_id: str, key: str, depth: int) -> None:
+    def __init__(
+        self,
+        host: TemplateHost,
+        session_id: str,
+        key: str,
+        depth: int,
+        *,
+        template_id: str | None = None,
+        networked: bool = False,
+    ) -> None:
         self._host = host
         self._session_id = session_id
+        self._template_id = template_id or host.spec.template_id
+        self._networked = networked
         self._key = key
         self._sock = host.sock_dir / f"{key}.sock"
         self._depth = depth
@@ -634,7 +652,13 @@ class LocalSession:
 
     @property
     def template_id(self) -> str:
-        return self._host.spec.template_id
+        return self._template_id
+
+    @property
+    def egress_socket(self) -> Path | None:
+        """Where a networked session's egress relay connects: the node serves the
+        session's egress gate there (``None`` for a session without network)."""
+        return self._service_file("net.sock") if self._networked else None
 
     @property
     def fork_depth(self) -> int:
@@ -727,6 +751,8 @@ class LocalSession:
                 },
                 child_ids,
                 self._depth + 1,
+                template_id=self._template_id,
+                networked=self._networked,
             )
         finally:
             self._forking = False
@@ -740,7 +766,12 @@ class LocalSession:
         await self._host.kill([self._key])
         with contextlib.suppress(OSError):
             self._sock.unlink()
-        for suffix in ("svc.log", "svc.exit", *(f"p{p}.sock" for p in self._service_ports())):
+        for suffix in (
+            "svc.log",
+            "svc.exit",
+            "net.sock",
+            *(f"p{p}.sock" for p in self._service_ports()),
+        ):
             with contextlib.suppress(OSError):
                 self._service_file(suffix).unlink()
 
@@ -788,6 +819,8 @@ class LocalRuntime:
         self.state_dir = Path(state_dir) if state_dir is not None else Path("/nonexistent")
         self._hosts: dict[str, TemplateHost] = {}
         self._specs: dict[str, TemplateSpec] = {}
+        #: networked twin id -> the built-in template whose container it shares
+        self._twins: dict[str, str] = {}
         self._counter = 0
         self._started = False
         self._closed = False
@@ -838,8 +871,12 @@ class LocalRuntime:
             os.chown(path, self.sandbox_uid, self.sandbox_uid)
 
     def _resolve(self, template_id: str) -> str:
+        """The id of the template host that serves ``template_id``."""
         if template_id in self._hosts:
             return template_id
+        twin_of = self._twins.get(template_id)
+        if twin_of is not None and twin_of in self._hosts:
+            return twin_of
         alias = TEMPLATE_ALIASES.get(template_id)
         if alias is not None and alias in self._hosts:
             return alias
@@ -883,14 +920,34 @@ class LocalRuntime:
         except BaseException:
             await self.close()
             raise
+        self._add_network_twins()
+
+    def _add_network_twins(self) -> None:
+        """A networked twin for every template registered so far (the built-ins).
+
+        A twin shares its template's container: the network is a property of
+        each session (the master gives it the egress relay), so a twin costs
+        nothing until used. Only the ``bwrap`` driver can confine a session's
+        network; without it there are no twins.
+        """
+        if self.isolation is not Isolation.BWRAP:
+            return
+        for template_id, spec in self._specs.items():
+            twin = template_id + NETWORK_TWIN_SUFFIX
+            if not spec.network and twin not in self._hosts:
+                self._twins[twin] = template_id
 
     def templates(self) -> list[str]:
         ids = list(self._hosts)
+        ids += [t for t, base in self._twins.items() if base in self._hosts and t not in ids]
         ids += [a for a, t in TEMPLATE_ALIASES.items() if t in self._hosts and a not in ids]
         return ids
 
     def template_spec(self, template_id: str) -> TemplateSpec:
-        return self._specs[self._resolve(template_id)]
+        spec = self._specs[self._resolve(template_id)]
+        if template_id in self._twins and template_id not in self._hosts:
+            return dataclasses.replace(spec, template_id=template_id, network=True)
+        return spec
 
     async def add_template(self, spec: TemplateSpec) -> None:
         if not self._started or self._closed:
@@ -919,8 +976,16 @@ class LocalRuntime:
     async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
         if self._closed:
             raise RuntimeError_("runtime is closed")
+        spec = self.template_spec(template_id)
         host = self._hosts[self._resolve(template_id)]
-        (sess,) = await host.new_sessions({"op": "create"}, [session_id], 0)
+        networked = spec.network and self.isolation is Isolation.BWRAP
+        (sess,) = await host.new_sessions(
+            {"op": "create", "network": networked},
+            [session_id],
+            0,
+            template_id=spec.template_id,
+            networked=networked,
+        )
         return sess
 
     async def bake(
@@ -935,8 +1000,10 @@ class LocalRuntime:
     ) -> TemplateSpec:
         if not _ID_RE.match(template_id):
             raise ValueError(f"bad template id {template_id!r}")
-        base_spec = self._specs[self._resolve(base)]
+        base_spec = self.template_spec(base)
         merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
+        # a bake with network (or over a networked base) makes a networked template
+        networked = network or base_spec.network
         if not setup_commands:  # a new service or environment over the base's files
             spec = TemplateSpec(
                 template_id,
@@ -945,6 +1012,7 @@ class LocalRuntime:
                 preload=base_spec.preload,
                 env=merged_env,
                 service=service or base_spec.service,
+                network=networked,
             )
             await self.add_template(spec)
             return spec
@@ -974,6 +1042,7 @@ class LocalRuntime:
                 preload=base_spec.preload,
                 env=merged_env,
                 service=service or base_spec.service,
+                network=networked,
             )
             await self.add_template(spec)
             ok = True

@@ -4,8 +4,10 @@
 '101'
 """
 
+# ruff: noqa: SIM105
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -41,3 +43,14 @@ def b36(n: int) -> str:
         out = digits[r] + out
         if n == 0:
             return out
+
+
+def close_other_fds(keep: set[int]) -> None:
+    """Close every descriptor above 2 but ``keep`` (nothing of the server's may stay open)."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

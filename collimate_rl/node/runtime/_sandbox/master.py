@@ -40,6 +40,7 @@ class Master(SessionSetup):
         self.dead: set[int] = set()  # session servers that died, until killed/forgotten
         self.live: set[int] = set()
         self.key_of: dict[int, str] = {}
+        self.networked: set[str] = set()  # keys of networked sessions (their forks are too)
         self.counter = 0
         self.lsock: socket.socket | None = None
         self.conn: socket.socket | None = None
@@ -49,8 +50,8 @@ class Master(SessionSetup):
 
         if self.isolated:
             self.cfg["_seccomp"] = build_seccomp_filter()
-            if self.cfg.get("service"):
-                self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
+            # services and networked sessions: IP sockets too (their namespace has only lo)
+            self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
         try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
             load_warm_modules(self.cfg.get("warm_modules"))
         except Exception as exc:
@@ -111,14 +112,14 @@ class Master(SessionSetup):
         if op == "ping":
             return {"ok": True, "sessions": len(self.sessions), "pid": os.getpid()}
         if op == "create":
-            keys = self._spawn(None, [list(self.cfg["layers"])])
+            keys = self._spawn(None, [list(self.cfg["layers"])], bool(header.get("network")))
             return {"ok": True, "keys": keys}
         if op == "fork":
             parent = str(header["parent"])
             if parent not in self.sessions:
                 return {"ok": False, "error": "parent session is gone", "lost": True}
             lowers = [str(x) for x in header["lowers"]]
-            keys = self._spawn(parent, [lowers] * int(header["n"]))
+            keys = self._spawn(parent, [lowers] * int(header["n"]), parent in self.networked)
             return {"ok": True, "keys": keys}
         if op == "kill":
             for key in header["keys"]:
@@ -134,6 +135,7 @@ class Master(SessionSetup):
 
     def _kill(self, key: str) -> None:
         pid = self.sessions.pop(key, None)
+        self.networked.discard(key)
         if pid is not None and pid not in self.dead:
             if self.isolated:
                 try:
@@ -170,8 +172,14 @@ class Master(SessionSetup):
 
             shutil.rmtree(os.path.join(self.cfg["none_root"], key), ignore_errors=True)
 
-    def _spawn(self, parent: str | None, lowers_list: list[list[str]]) -> list[str]:
-        """Fork len(lowers_list) sessions; all or nothing. Returns their keys."""
+    def _spawn(
+        self, parent: str | None, lowers_list: list[list[str]], network: bool = False
+    ) -> list[str]:
+        """Fork len(lowers_list) sessions; all or nothing. Returns their keys.
+
+        ``network``: the sessions get the egress relay and may open IP sockets
+        (isolated sessions only; a fork inherits its parent's).
+        """
         ns_fds: list[int] = []
         if parent is not None and self.isolated:
             ppid = self.sessions[parent]
@@ -202,9 +210,9 @@ class Master(SessionSetup):
                                         os.close(w)
                                 for _, r, _ in started:
                                     os.close(r)
-                                self._clone_sessions(chunk, ns_fds)
+                                self._clone_sessions(chunk, ns_fds, network)
                     else:
-                        self._clone_sessions(jobs, [])
+                        self._clone_sessions(jobs, [], network)
                 finally:
                     for _, _, w in jobs:
                         os.close(w)
@@ -236,6 +244,8 @@ class Master(SessionSetup):
             raise OSError(errors[0])
         for key, (pid, _) in results.items():
             self.sessions[key] = pid
+            if network and self.isolated:
+                self.networked.add(key)
         return [key for key, _, _ in started]
 
     def _collect(self, started: list[tuple[str, int, int]]) -> dict[str, tuple[int, str]]:

@@ -13,9 +13,11 @@ import signal
 from typing import Any
 
 from . import service as svc
+from .common import close_other_fds
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .relay import loopback_up
 from .seccomp import load_seccomp
-from .syscalls import PR_SET_PDEATHSIG, prctl
+from .syscalls import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
 
 
 class ServiceLink:
@@ -77,13 +79,7 @@ class ServiceLink:
                 os.dup2(self.devnull, fd)
             # nothing of the server's may stay open here (the master reads the
             # session's start-up pipe until EOF)
-            keep = {ready_w, self.devnull}
-            for name in os.listdir("/proc/self/fd"):
-                if int(name) > 2 and int(name) not in keep:
-                    try:
-                        os.close(int(name))
-                    except OSError:
-                        pass
+            close_other_fds({ready_w, self.devnull})
             listeners = svc.bind_listeners(sock_dir, key, [int(p) for p in spec["ports"]])
             dir_fd = os.open(sock_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             log_fd = os.open(
@@ -92,8 +88,12 @@ class ServiceLink:
                 0o644,
                 dir_fd=dir_fd,
             )
-            svc.loopback_up()
+            loopback_up()
             hide_internals_and_drop_capabilities(self.cap_last)
+            # Non-dumpable: K holds a descriptor of the host-shared socket folder
+            # (every session's sockets, the master's), which /proc/<K>/fd would
+            # otherwise hand to any process of the session's uid.
+            prctl(PR_SET_DUMPABLE, 0)
             load_seccomp(bytes(self.cfg["_seccomp_inet"]))
             import resource
 

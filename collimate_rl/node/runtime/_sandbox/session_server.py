@@ -5,8 +5,9 @@ child per ``exec`` (``exec_child.py``), collects its merged output under the
 cap and the deadline, kills it when the node hangs up, sweeps leftovers
 (``session_sweep.py``) and replies with the exit code, timings and the seed
 acknowledgement. It also freezes the session's upper layer for a fork, and
-owns the factory F (``factory_link.py``) and the service keeper K
-(``service_link.py``).
+owns the factory F (``factory_link.py``), the service keeper K
+(``service_link.py``) and, in a networked session, the egress relay R
+(``egress_link.py``).
 """
 
 # ruff: noqa: SIM105
@@ -22,6 +23,8 @@ import time
 from typing import Any
 
 from .common import log_exception
+from .egress_link import EgressLink
+from .egress_relay import proxy_env
 from .exec_child import ExecJob, exec_child
 from .factory_link import FactoryLink
 from .framing import send_msg
@@ -42,7 +45,7 @@ class _Conn:
         self.header: dict[str, Any] | None = None
 
 
-class SessionServer(FactoryLink, ServiceLink, Sweeper):
+class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
     """Serves one session's execs on a unix socket (single-threaded loop)."""
 
     def __init__(
@@ -56,6 +59,7 @@ class SessionServer(FactoryLink, ServiceLink, Sweeper):
         layer_dir: str | None,
         lowers: list[str],
         gen: int,
+        networked: bool = False,
     ) -> None:
         self.cfg = cfg
         self.lsock = lsock
@@ -66,7 +70,11 @@ class SessionServer(FactoryLink, ServiceLink, Sweeper):
         self.lowers = lowers
         self.gen = gen
         self.cap_last = cap_last()
-        self.seccomp = bytes(cfg.get("_seccomp") or b"") if isolated else b""
+        # A networked session's processes may open IP sockets: its namespace has
+        # only loopback, where the egress relay R is their one way out.
+        self.networked = networked and isolated
+        filter_key = "_seccomp_inet" if self.networked else "_seccomp"
+        self.seccomp = bytes(cfg.get(filter_key) or b"") if isolated else b""
         if isolated:
             drop_bounding_set(self.cap_last)
         self.execs: dict[int, RunningExec] = {}
@@ -76,9 +84,12 @@ class SessionServer(FactoryLink, ServiceLink, Sweeper):
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.base_env: dict[str, str] = dict(cfg.get("base_env") or {})
+        if self.networked:
+            self.base_env.update(proxy_env())
         self.factory_pid = 0  # the pristine factory F (factory.py), 0 when none
         self.factory_ctl: socket.socket | None = None
         self.service_pid = 0  # the service keeper K (service.py), 0 when none
+        self.relay_pid = 0  # the egress relay R (egress_relay.py), 0 when none
 
     # -- fds a forked exec child must not keep
     def close_fds(self) -> None:
@@ -341,6 +352,8 @@ class SessionServer(FactoryLink, ServiceLink, Sweeper):
                 self._factory_died()
             if pid == self.service_pid:
                 self.service_pid = 0  # its leftovers die at the next sweep
+            if pid == self.relay_pid:
+                self.relay_pid = 0  # killed by the session's code: no more egress
             ex = self.execs.get(pid)
             if ex is not None:
                 ex.status = status

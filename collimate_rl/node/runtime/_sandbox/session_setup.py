@@ -5,7 +5,8 @@ session: they join the parent's user and mount namespaces first), and in
 the new session server (pid 1 of its own user/pid/net/ipc/mount
 namespaces), which mounts its ``/proc``, its size-limited tmpfs with the
 overlay layers, ``/tmp``, ``/dev/shm`` and a private devpts, starts its
-factory F (and service keeper K) before it reads any request, and serves.
+factory F (and service keeper K, and for a networked session the egress
+relay R) before it reads any request, and serves.
 The ``none`` driver's sessions are plain forks with a copied directory.
 """
 
@@ -77,7 +78,9 @@ class SessionSetup:
             os._exit(1)
         os._exit(0)
 
-    def _clone_sessions(self, jobs: list[tuple[str, list[str], int]], ns_fds: list[int]) -> None:
+    def _clone_sessions(
+        self, jobs: list[tuple[str, list[str], int]], ns_fds: list[int], network: bool = False
+    ) -> None:
         """Clone one session server per job, each pid 1 of fresh namespaces.
 
         Runs in the master (fresh sessions) or in a forked helper that first
@@ -115,7 +118,7 @@ class SessionSetup:
                         if other != w:
                             os.close(other)
                     os.close(proc)
-                    self._session_pid1(key, lowers, bool(ns_fds), w, go_r)
+                    self._session_pid1(key, lowers, bool(ns_fds), w, go_r, network)
                 os.close(go_r)
                 try:
                     pdir = os.open(str(pid), os.O_PATH | os.O_DIRECTORY, dir_fd=proc)
@@ -143,7 +146,7 @@ class SessionSetup:
             os._exit(0)
 
     def _session_pid1(
-        self, key: str, lowers: list[str], forked: bool, w: int, go_r: int
+        self, key: str, lowers: list[str], forked: bool, w: int, go_r: int, network: bool
     ) -> None:  # pragma: no cover - runs in the cloned session server
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -154,7 +157,7 @@ class SessionSetup:
             if os.read(go_r, 1) != b"g":  # the creator failed to write our id maps
                 os._exit(1)
             os.close(go_r)
-            self._isolated_session(key, lowers, forked, w)
+            self._isolated_session(key, lowers, forked, w, network)
         except BaseException as exc:
             try:
                 os.write(w, f"error {type(exc).__name__}: {exc}\n".encode())
@@ -164,7 +167,9 @@ class SessionSetup:
             os._exit(1)
         os._exit(0)
 
-    def _isolated_session(self, key: str, lowers: list[str], forked: bool, w: int) -> None:
+    def _isolated_session(
+        self, key: str, lowers: list[str], forked: bool, w: int, network: bool
+    ) -> None:
         # pid 1 of the session's pid namespace
         if not forked:  # forks inherit the parent's private propagation
             mount(None, "/", None, MS_REC | MS_PRIVATE, None)
@@ -211,10 +216,12 @@ class SessionSetup:
             layer_dir=layer_dir,
             lowers=lowers,
             gen=0,
+            networked=network,
         )
         freeze_heap(collect=False)
         server.start_factory()  # before this server reads any request
         server.start_service(key, self.sock_dir)
+        server.start_relay(key, self.sock_dir)
         os.write(w, b"ready\n")
         os.close(w)
         server.serve()

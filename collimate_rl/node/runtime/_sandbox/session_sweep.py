@@ -1,8 +1,9 @@
 """The post-exec sweep: the session server (pid 1) kills whatever an exec left behind.
 
-Every process of the session dies but the server, the factory F and the
-service keeper's process session; the sweep waits (bounded) until they are
-gone, so the next exec starts clean and RLIMIT_NPROC's count is back to zero.
+Every process of the session dies but the server, the factory F, the
+service keeper's process session and the egress relay R; the sweep waits
+(bounded) until they are gone, so the next exec starts clean and
+RLIMIT_NPROC's count is back to zero.
 """
 
 # ruff: noqa: SIM105
@@ -18,6 +19,7 @@ class Sweeper:
 
     factory_pid: int
     service_pid: int
+    relay_pid: int
 
     def _factory_died(self) -> None:
         raise NotImplementedError
@@ -29,7 +31,7 @@ class Sweeper:
         session and the per-session RLIMIT_NPROC count is back to zero. The
         factory F is spared (and continued, should an exec have stopped it).
         """
-        if not self.factory_pid and not self.service_pid:
+        if not self.factory_pid and not self.service_pid and not self.relay_pid:
             try:
                 os.kill(-1, signal.SIGKILL)
             except OSError:
@@ -41,7 +43,8 @@ class Sweeper:
                 pass
         deadline = time.monotonic() + 2.0
         while True:
-            if (self.factory_pid or self.service_pid) and not self._kill_all_but_factory():
+            spared = self.factory_pid or self.service_pid or self.relay_pid
+            if spared and not self._kill_all_but_factory():
                 return
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -51,26 +54,28 @@ class Sweeper:
                 continue
             if pid == self.factory_pid:  # (a zombie holds its pid until reaped here)
                 self._factory_died()
-                if not self.service_pid:
+                if not self.service_pid and not self.relay_pid:
                     try:
                         os.kill(-1, signal.SIGKILL)
                     except OSError:
                         pass
             if pid and pid == self.service_pid:
                 self.service_pid = 0
+            if pid and pid == self.relay_pid:
+                self.relay_pid = 0
             if pid == 0:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.0005)
 
     def _kill_all_but_factory(self) -> bool:
-        """SIGKILL every process but us, F and the service (``kill(-1)`` would hit them); any left?
+        """SIGKILL every process but us, F, the service and R (``kill(-1)`` would hit them); any left?
 
         The service is every process of K's process session: an exec cannot
         join it (setsid only creates sessions), a service child that calls
-        setsid leaves it and dies here.
+        setsid leaves it and dies here. R never forks.
         """
-        keep = (os.getpid(), self.factory_pid)
+        keep = (os.getpid(), self.factory_pid, self.relay_pid)
         found = False
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) in keep:
