@@ -36,8 +36,10 @@ def _node_bake_op(
     The node reads the gateway's ReadySpec: with ``ports``, ``cmd`` is a server
     each session runs (the node bridges the ports: ``endpoints``); without,
     ``cmd`` is a setup command run once, like the gateway's ``WARM_CMD``.
+    ``network`` makes the template networked (its sessions take ``egress=``
+    policies, docs/egress.md) and gives the setup network.
     """
-    if not hasattr(client, "bake_template") or ready is None or not ready.cmd:
+    if not hasattr(client, "bake_template") or ready is None or not (ready.cmd or ready.network):
         raise _no_node_bake(client)
     spec = ready.to_wire() or {}
     network = bool(spec.pop("network", False))
@@ -49,8 +51,9 @@ def _node_bake_op(
         if ready.http:
             raise _no_node_bake(client)
         extra = {"ready": {"env": spec["env"]}} if "env" in spec else {}
+        setup = [ready.cmd] if ready.cmd else []  # Ready(network=True) alone: a networked twin
         yield ClientCall(
-            "bake_template", (name, [ready.cmd]), {"base": image, "network": network, **extra}
+            "bake_template", (name, setup), {"base": image, "network": network, **extra}
         )
     return _HandleInfo(
         id=name, name=name, image=image, declared=width, bake_mode="built", on_node=True

@@ -23,7 +23,8 @@ def _no_node_bake(client: Any) -> CollimateUsageError:
         f"{type(client).__name__} cannot bake this: bakes need the gateway (GatewayClient) "
         "or a node's bake_template; on a node a bake runs over the base template given as "
         "`image` and needs Ready(cmd=...): a setup command, or with ports=[...] the server "
-        "every session starts (http= waits for it; env= is baked in)"
+        "every session starts (http= waits for it; env= is baked in); or "
+        "Ready(network=True) for a networked template"
     )
 
 
