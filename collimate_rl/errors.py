@@ -10,6 +10,7 @@ Every error the SDK raises derives from :class:`CollimateError`::
     │   ├── CollimateCapacityError           503 at_capacity past the retry budget
     │   ├── CollimateNotFoundError           404 no_such_session / no_template / not_found
     │   ├── CollimateSessionGoneError        410 session_gone
+    │   ├── CollimateAuthError               401 unauthorized (a node's token, a gateway key)
     │   └── GatewayError                     the managed gateway's errors (.code)
     │       ├── DemoTierLimit                demo_tier_limit
     │       ├── QuotaExceededError           quota_exceeded / insufficient_credits
@@ -33,6 +34,7 @@ from typing import Any, Final
 __all__ = [
     "ERROR_CODES",
     "SAFE_TO_RETRY_CODES",
+    "CollimateAuthError",
     "CollimateCapacityError",
     "CollimateDrainingError",
     "CollimateError",
@@ -94,6 +96,11 @@ class CollimateNotFoundError(CollimateServerError):
 
 class CollimateSessionGoneError(CollimateServerError):
     """The session was reaped or destroyed (410). Permanent."""
+
+
+class CollimateAuthError(CollimateServerError):
+    """401 ``unauthorized``: a missing or wrong token (a node's ``--token-file``, a gateway
+    key). Nothing ran; not retried."""
 
 
 class GatewayError(CollimateServerError):
@@ -158,8 +165,8 @@ ERROR_CODES: Final[dict[str, tuple[int, type[CollimateServerError]]]] = {
     "session_bringup_failed": (503, CollimateServerError),
     "service_not_ready": (502, CollimateServerError),
     "draining": (503, CollimateDrainingError),
+    "unauthorized": (401, CollimateAuthError),
     # Gateway codes.
-    "unauthorized": (401, GatewayError),
     "forbidden": (403, GatewayError),
     "quota_exceeded": (402, QuotaExceededError),
     "insufficient_credits": (402, QuotaExceededError),

@@ -25,10 +25,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from collimate_rl.errors import (
+    CollimateAuthError,
     CollimateError,
     CollimateNotFoundError,
     CollimateServerError,
     CollimateTaskError,
+    GatewayError,
 )
 
 __all__ = [
@@ -119,7 +121,9 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _hint(code: int) -> str:
+def _hint(exc: BaseException, code: int) -> str:
+    if isinstance(exc, CollimateAuthError) and not isinstance(exc, GatewayError):
+        return " (the node requires a token: pass --token-file FILE or set $COLLIMATE_SERVE_TOKEN)"
     if code == INFRA:
         return (
             " (is the node up? pass --url, or set $COLLIMATE_SERVE_URL / $COLLIMATE_SERVE_SOCKET;"
@@ -174,7 +178,7 @@ class Output:
         """Report an error: a line on stderr, and a JSON error document with ``--json``."""
         message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
         self.err.print(
-            f"collimate {self.command}: error: {message}{_hint(code)}",
+            f"collimate {self.command}: error: {message}{_hint(exc, code)}",
             markup=False,
             highlight=False,
         )

@@ -43,6 +43,12 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
         help="a col_* gateway key (default $COLLIMATE_API_KEY when no --url is given)",
     )
     group.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="the node's bearer token, read from FILE (a node started with --token-file; "
+        "default $COLLIMATE_SERVE_TOKEN)",
+    )
+    group.add_argument(
         "--isolation",
         choices=("auto", "bwrap", "none"),
         default="auto",
@@ -83,19 +89,32 @@ def open_client(args: argparse.Namespace, note: Any = None) -> Iterator[Any]:
 
     url: str | None = args.url
     api_key: str | None = args.api_key
+    token = _token(getattr(args, "token_file", None))
     if url is not None or api_key is not None:
         socket_path, base_url = split_url(url) if url is not None else (None, None)
         if socket_path is not None and api_key is not None:
             raise CollimateUsageError("--api-key needs an https:// gateway --url, not a socket")
-        client = connect(base_url, api_key=api_key, unix_socket=socket_path)
+        client = connect(base_url, api_key=api_key, unix_socket=socket_path, token=token)
     elif resolve_transport().rule < 8:
-        client = connect()
+        client = connect(token=token)
     else:
         with EmbeddedNodeClient(args.isolation, note) as embedded:
             yield embedded
         return
     with contextlib.closing(client):
         yield client
+
+
+def _token(path: str | None) -> str | None:
+    """The token in ``--token-file``, or ``None`` (the client then reads the environment)."""
+    if path is None:
+        return None
+    from collimate_rl._bearer import read_token_file
+
+    try:
+        return read_token_file(path)
+    except (OSError, ValueError) as exc:
+        raise CollimateUsageError(f"--token-file: {exc}") from None
 
 
 class EmbeddedNodeClient:

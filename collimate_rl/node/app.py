@@ -19,6 +19,9 @@ POST     /v1/templates                 201    400, 404 no_template, 409 template
 Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
 ``payload_too_large``, 500 ``internal_error`` (a short message, never a
 traceback). Request bodies are read as JSON whatever their ``Content-Type``.
+With a token (``serve --token-file``), 401 ``unauthorized`` for any request
+without ``Authorization: Bearer <token>``, before anything else. An exec whose
+client disconnects is cancelled: its processes are killed, its slot is freed.
 
 The fork extension (not in the daemon contract): ``POST /v1/sessions/{id}/fork``
 with ``{"count": 1..256}`` (default 1) copy-on-write forks an idle session and
@@ -66,7 +69,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from collimate_rl._version import __version__
+from collimate_rl.node.auth import BearerTokenMiddleware
 from collimate_rl.node.core import Node, NodeConfig
+from collimate_rl.node.disconnect import ClientGone, on_client_gone, until_client_leaves
 from collimate_rl.node.errors import (
     CatchAllMiddleware,
     error_response,
@@ -166,9 +171,15 @@ async def delete_session(session_id: str, node: NodeDep) -> JSONResponse:
     responses=_errors(400, 404, 410, 500, 503),
     tags=["exec"],
 )
-async def exec_in_session(session_id: str, req: ExecRequest, node: NodeDep) -> JSONResponse:
-    """Run a command, argv list or code in a session (files written first)."""
-    return JSONResponse(await node.exec_in_session(session_id, req))
+async def exec_in_session(
+    session_id: str, req: ExecRequest, node: NodeDep, request: Request
+) -> JSONResponse:
+    """Run a command, argv list or code in a session (files written first).
+
+    A client that disconnects first cancels it (see :mod:`collimate_rl.node.disconnect`).
+    """
+    work = node.exec_in_session(session_id, req)
+    return JSONResponse(await until_client_leaves(request.receive, work))
 
 
 @router.post(
@@ -205,9 +216,9 @@ async def fork_session(
     tags=["exec"],
 )
 @router.post("/exec", response_model=ExecResponse, include_in_schema=False)
-async def exec_once(req: OneShotExecRequest, node: NodeDep) -> JSONResponse:
-    """One-shot exec: create a session, run, and always delete it."""
-    return JSONResponse(await node.exec_once(req))
+async def exec_once(req: OneShotExecRequest, node: NodeDep, request: Request) -> JSONResponse:
+    """One-shot exec: create a session, run, and always delete it (also when the client leaves)."""
+    return JSONResponse(await until_client_leaves(request.receive, node.exec_once(req)))
 
 
 class BodyLimitMiddleware:
@@ -277,7 +288,11 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def create_app(
-    runtime: Runtime, config: NodeConfig | None = None, *, manage_lifecycle: bool = True
+    runtime: Runtime,
+    config: NodeConfig | None = None,
+    *,
+    manage_lifecycle: bool = True,
+    token: str | None = None,
 ) -> FastAPI:
     """Build the node's ASGI app around ``runtime``.
 
@@ -290,6 +305,8 @@ def create_app(
         runtime: the sandbox runtime (not yet started).
         config: the node's tunables.
         manage_lifecycle: start and close the node in the ASGI lifespan.
+        token: require ``Authorization: Bearer <token>`` on every request
+            (:mod:`collimate_rl.node.auth`); ``None``: no auth, as the daemon.
     """
     node = Node(runtime, config)
 
@@ -314,9 +331,12 @@ def create_app(
     )
     app.state.node = node
     install_error_handlers(app)
+    app.add_exception_handler(ClientGone, on_client_gone)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
+    if token is not None:  # outermost: a request without it reaches nothing else
+        app.add_middleware(BearerTokenMiddleware, token=token)
     app.include_router(router)
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]
     return app

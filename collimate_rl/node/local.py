@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from collimate_rl._bearer import bearer_headers, new_token
 from collimate_rl.errors import CollimateError
 from collimate_rl.wire.daemon import CollimateClient
 
@@ -67,7 +68,9 @@ class LocalNode:
     Args:
         isolation: ``"auto"`` (bwrap on Linux), ``"bwrap"`` or ``"none"``
             (no sandbox: dev only).
-        tcp: serve on a free TCP port of ``127.0.0.1`` instead of a unix socket.
+        tcp: serve on a free TCP port of ``127.0.0.1`` instead of a unix socket,
+            with a fresh bearer token (:attr:`token`) that other local users
+            cannot read (a unix socket is private by its file mode).
         max_inflight, queue, max_sessions, session_ttl, pool_size, drain_timeout:
             the ``serve`` flags of the same names (``None``: the node's default).
         startup_timeout: seconds to wait for ``/v1/health``.
@@ -78,6 +81,8 @@ class LocalNode:
     Attributes:
         socket_path: the unix socket (``None`` over TCP).
         base_url: ``http://127.0.0.1:<port>`` over TCP, ``http://localhost`` over the socket.
+        token: the node's bearer token over TCP (``None`` over the socket);
+            :meth:`client` and :meth:`http` send it.
         workdir: the temporary folder holding the socket, state and log.
     """
 
@@ -114,6 +119,7 @@ class LocalNode:
         self.workdir: Path | None = None
         self.socket_path: Path | None = None
         self.base_url = "http://localhost"
+        self.token: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self._owner_w: int | None = None
@@ -143,6 +149,12 @@ class LocalNode:
             port = _free_port("127.0.0.1")
             argv += ["--host", "127.0.0.1", "--port", str(port)]
             self.base_url = f"http://127.0.0.1:{port}"
+            self.token = new_token()
+            token_file = self.workdir / "token"
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token)
+            argv += ["--token-file", str(token_file)]
         else:
             self.socket_path = self.workdir / "node.sock"
             argv += ["--socket", str(self.socket_path)]
@@ -178,7 +190,8 @@ class LocalNode:
         if self.socket_path is not None:
             transport = httpx.HTTPTransport(uds=str(self.socket_path))
             return httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout)
-        return httpx.Client(base_url=self.base_url, timeout=timeout)
+        headers = bearer_headers(self.token, environ={})
+        return httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
@@ -282,7 +295,7 @@ class LocalNode:
         if self.socket_path is not None:
             client = CollimateClient(unix_socket=str(self.socket_path), **kwargs)
         else:
-            client = CollimateClient(base_url=self.base_url, **kwargs)
+            client = CollimateClient(base_url=self.base_url, **{"token": self.token, **kwargs})
         self._clients.append(client)
         return client
 

@@ -31,6 +31,8 @@ from typing import Any, Final
 
 import uvicorn
 
+from collimate_rl._bearer import read_token_file
+from collimate_rl._binds import DEFAULT_HOST, exposure_warning
 from collimate_rl.node.app import create_app
 from collimate_rl.node.core import Node, NodeConfig
 from collimate_rl.node.egress.settings import EgressSettings
@@ -142,11 +144,13 @@ def make_runtime(
     state_dir: Path | None = None,
     factory: str | RuntimeFactory | None = None,
     share_site_packages: bool = False,
+    sandbox_uid: int | None = None,
 ) -> Runtime:
     """Build the runtime: ``factory`` (a callable or ``"module:callable"``) or the real one.
 
     ``isolation`` ``None``/``"auto"`` means bwrap on Linux. ``share_site_packages``
     exposes the node's site-packages read-only in the sandboxes (docs/services.md).
+    ``sandbox_uid`` is the host uid sandboxes run as (default: the runtime's own pick).
     """
     if isolation == "auto":
         isolation = None
@@ -165,6 +169,8 @@ def make_runtime(
     if not callable(factory):
         raise TypeError(f"runtime factory {factory!r} is not callable")
     extra: dict[str, Any] = {"share_site_packages": True} if share_site_packages else {}
+    if sandbox_uid is not None:
+        extra["sandbox_uid"] = sandbox_uid
     runtime: Runtime = factory(isolation, state_dir=state_dir, **extra)
     return runtime
 
@@ -177,9 +183,14 @@ def _note_early_signal(sig: int, frame: FrameType | None) -> None:
 
 
 async def _serve_async(
-    runtime: Runtime, sock: socket.socket, where: str, config: NodeConfig, log_level: str
+    runtime: Runtime,
+    sock: socket.socket,
+    where: str,
+    config: NodeConfig,
+    log_level: str,
+    token: str | None = None,
 ) -> None:
-    app = create_app(runtime, config, manage_lifecycle=False)
+    app = create_app(runtime, config, manage_lifecycle=False, token=token)
     node: Node = app.state.node
     try:
         # Fails here, before anything is served, if the runtime cannot start.
@@ -199,7 +210,12 @@ async def _serve_async(
         )
         server = NodeServer(uv_config, node)
         isolation = getattr(runtime.isolation, "value", runtime.isolation)
-        logger.info("collimate node serving on %s (isolation: %s)", where, isolation)
+        logger.info(
+            "collimate node serving on %s (isolation: %s, %s)",
+            where,
+            isolation,
+            "bearer token required" if token is not None else "no token",
+        )
         if config.egress.customized:
             logger.warning(
                 "egress overrides in force: resolve %s, internet %s, resolve-only %s",
@@ -222,7 +238,7 @@ def _note_listen_socket(runtime: Runtime, path: Path) -> None:
 
 def serve(
     *,
-    host: str = "127.0.0.1",
+    host: str = DEFAULT_HOST,
     port: int = 8080,
     socket_path: str | os.PathLike[str] | None = None,
     isolation: str | None = None,
@@ -232,6 +248,8 @@ def serve(
     runtime_factory: str | RuntimeFactory | None = None,
     log_level: str = "info",
     share_site_packages: bool = False,
+    token: str | None = None,
+    sandbox_uid: int | None = None,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -247,12 +265,25 @@ def serve(
         log_level: uvicorn's log level.
         share_site_packages: expose the node's site-packages read-only in the
             sandboxes (operator opt-in, see docs/services.md).
+        token: require ``Authorization: Bearer <token>`` on every request.
+        sandbox_uid: the host uid sandboxes run as (when the node is root).
 
     Example (blocks, so not run here)::
 
         serve(socket_path="/run/collimate-session/serve.sock", isolation="auto")
     """
     config = config or NodeConfig()
+    if socket_path is None:
+        warning = exposure_warning(
+            host,
+            "the node",
+            hint="it runs code for them: keep it behind a firewall"
+            + ("" if token is not None else " and require --token-file"),
+        )
+        if warning is not None:
+            logger.warning("%s", warning)
+        elif token is None:
+            logger.info("TCP without a token: every local user can use this node (--token-file)")
     sock = bind_unix_socket(socket_path) if socket_path is not None else bind_tcp_socket(host, port)
     where = (
         f"unix:{os.fspath(socket_path)}"
@@ -266,10 +297,11 @@ def serve(
                 state_dir=Path(state_dir) if state_dir is not None else None,
                 factory=runtime_factory,
                 share_site_packages=share_site_packages,
+                sandbox_uid=sandbox_uid,
             )
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
-        asyncio.run(_serve_async(runtime, sock, where, config, log_level))
+        asyncio.run(_serve_async(runtime, sock, where, config, log_level, token))
     finally:
         sock.close()
         if socket_path is not None:
@@ -283,9 +315,22 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p = parser or argparse.ArgumentParser(
         prog="collimate serve", description="Run the local collimate sandbox node."
     )
-    p.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"TCP host (default {DEFAULT_HOST}; a wider address such as 0.0.0.0 logs a "
+        "warning: everyone who reaches the port can run code here)",
+    )
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument("--socket", default=None, help="serve on this unix socket instead of TCP")
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="require 'Authorization: Bearer <token>' with the token in FILE (not readable "
+        "by others) on every request; clients pass token= or set $COLLIMATE_SERVE_TOKEN. "
+        "Recommended for TCP whenever the host has other users",
+    )
     p.add_argument(
         "--isolation",
         choices=("auto", "bwrap", "none"),
@@ -381,6 +426,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="SECONDS",
         help=f"upstream connect timeout (default {defaults.egress.connect_timeout:g})",
     )
+    p.add_argument(
+        "--sandbox-uid",
+        type=int,
+        default=None,
+        metavar="UID",
+        help="host uid the sandboxes run as when the node is root (default: the first uid "
+        "from 2000000000 up that no account, group or subordinate id range uses)",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -439,6 +492,11 @@ def run_from_args(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     config = config_from_args(args)
+    try:
+        token = read_token_file(args.token_file) if args.token_file is not None else None
+    except (OSError, ValueError) as exc:
+        print(f"collimate serve: --token-file: {exc}", file=sys.stderr)
+        return 2
     # Until the event loop takes over, a SIGTERM/SIGINT is only noted, so the
     # socket and runtime set up so far are still cleaned up.
     previous = {
@@ -457,6 +515,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             runtime_factory=args.runtime_factory,
             log_level=args.log_level,
             share_site_packages=args.share_site_packages,
+            token=token,
+            sandbox_uid=args.sandbox_uid,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback

@@ -119,6 +119,8 @@ class SessionRegistry:
         self._refills: dict[str, asyncio.Task[None]] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
+        #: closes of sessions whose creator was cancelled mid-bring-up
+        self._orphans: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -------------------------------------------------------
 
@@ -144,6 +146,7 @@ class SessionRegistry:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._refills.clear()
+        await asyncio.gather(*self._orphans, return_exceptions=True)
         records = list(self._sessions.values())
         self._sessions.clear()
         handles: list[SessionHandle] = []
@@ -224,8 +227,15 @@ class SessionRegistry:
         return rec, fork_ms, _ms_since(start)
 
     async def _bring_up(self, template_id: str, session_id: str) -> SessionHandle:
+        # Shielded: a request cancelled mid-create (its client left) must not
+        # leave a sandbox the master started but nobody registered; the
+        # bring-up finishes and its session is closed.
+        bring_up = asyncio.ensure_future(self.runtime.create_session(template_id, session_id))
         try:
-            return await self.runtime.create_session(template_id, session_id)
+            return await asyncio.shield(bring_up)
+        except asyncio.CancelledError:
+            bring_up.add_done_callback(self._close_orphan)
+            raise
         except KeyError as exc:
             raise NodeError("no_template", f"unknown template {template_id!r}") from exc
         except ServiceNotReady as exc:  # not retryable: the template's server is broken
@@ -234,6 +244,15 @@ class SessionRegistry:
             raise NodeError(
                 "session_bringup_failed", f"could not start a session: {one_line(exc)}"
             ) from exc
+
+    def _close_orphan(self, bring_up: asyncio.Future[SessionHandle]) -> None:
+        """Close a session whose creator was cancelled while it was being brought up."""
+        if bring_up.cancelled() or bring_up.exception() is not None:
+            return
+        handle = bring_up.result()
+        task = asyncio.ensure_future(self._close_handles([handle]))
+        self._orphans.add(task)
+        task.add_done_callback(self._orphans.discard)
 
     async def delete(self, session_id: str) -> bool:
         """Destroy the session; ``False`` if there was none."""

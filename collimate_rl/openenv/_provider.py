@@ -18,10 +18,11 @@ the gateway, one built with ``EXPOSE_PORTS`` / ``Ready.ports``.
 How the server is reached:
 
 * daemon or local node: the create response's ``endpoints["8000"]``
-  (``"host:port"``, reachable from the node's host);
+  (``"host:port"``, reachable from the node's host; our node serves it only to
+  its own user and root, so run the trainer as the node's user);
 * gateway: a connect URL (``POST /v1/sandboxes/{id}/connect-url``) and a
-  local :class:`~collimate_rl.openenv._tunnel.PortForward`, so ``base_url``
-  is a plain ``http://127.0.0.1:<port>``.
+  local :class:`~collimate_rl.openenv._tunnel.PortForward` (serving only this
+  process's uid and root), so ``base_url`` is a plain ``http://127.0.0.1:<port>``.
 
 Every failure after the sandbox exists (no endpoint, a tunnel that cannot
 start, a server that never answers ``/health``) deletes it before the error

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from typing import Any
 
 from openenv.core.env_server.http_server import create_fastapi_app
 
+from collimate_rl._binds import DEFAULT_HOST, exposure_warning
 from collimate_rl.openenv._environment import CollimateEnvironment
 from collimate_rl.openenv._models import CollimateAction, CollimateObservation
 
 __all__ = ["create_app", "serve"]
+
+logger = logging.getLogger("collimate_rl.openenv")
 
 
 def create_app(
@@ -50,7 +54,7 @@ def create_app(
 def serve(
     env_id: str | None = None,
     *,
-    host: str = "0.0.0.0",
+    host: str = DEFAULT_HOST,
     port: int = 8000,
     max_concurrent_envs: int = 16,
     **env_kwargs: Any,
@@ -58,8 +62,19 @@ def serve(
     """Run the server with uvicorn (port 8000: OpenEnv's container convention); blocks.
 
     ``env_id`` defaults to ``$COLLIMATE_ENV_ID``, else ``collimate/Code-v0``.
+    ``host`` defaults to loopback; any wider address logs a warning (every
+    host that reaches the port can run code in the sandboxes).
     """
     import uvicorn
+
+    warning = exposure_warning(
+        host,
+        "the OpenEnv server",
+        hint="it runs their code in sandboxes: expose it only on the trainer's private "
+        "network, see docs/security.md",
+    )
+    if warning is not None:
+        logger.warning("%s", warning)
 
     app = create_app(
         env_id or os.environ.get("COLLIMATE_ENV_ID") or "collimate/Code-v0",

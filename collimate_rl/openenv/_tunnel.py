@@ -6,9 +6,12 @@ The gateway reaches a sandbox's exposed port over a WebSocket:
 one TCP connection to the guest port, raw bytes in binary messages. A
 :class:`PortForward` listens on ``127.0.0.1:<free port>`` and opens one such
 WebSocket per accepted connection, so plain HTTP and WebSocket clients (such
-as OpenEnv's) can use ``http://127.0.0.1:<port>``. It runs its own asyncio
-loop in a daemon thread; :meth:`PortForward.close` stops it and every
-connection. The URL is minted again when it is about to expire.
+as OpenEnv's) can use ``http://127.0.0.1:<port>``. Like the node's service
+bridges, it relays only connections whose socket belongs to this process's
+uid or root (:mod:`collimate_rl._peer`): another local user cannot ride the
+tunnel. It runs its own asyncio loop in a daemon thread;
+:meth:`PortForward.close` stops it and every connection. The URL is minted
+again when it is about to expire.
 
 >>> fwd = PortForward(lambda: "ws://127.0.0.1:9/connect?port=8000&t=x")
 >>> fwd.start().url.startswith("http://127.0.0.1:")
@@ -25,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from collimate_rl._peer import connection_is_allowed, default_allowed_uids
 
 __all__ = ["PortForward"]
 
@@ -53,6 +58,10 @@ class PortForward:
         self._conns: set[asyncio.Task[None]] = set()
         self.port = 0
         self.closed = False
+        #: whose connections are relayed: this process's uid and root
+        self.allowed_uids = default_allowed_uids()
+        #: connections dropped because their socket belonged to another uid
+        self.refused = 0
 
     @property
     def url(self) -> str:
@@ -98,6 +107,9 @@ class PortForward:
         assert task is not None
         self._conns.add(task)
         try:
+            if not await connection_is_allowed(writer, self.allowed_uids):
+                self.refused += 1
+                return
             url = await asyncio.to_thread(self.fresh_url)
             async with connect(url, max_size=None, compression=None, open_timeout=10) as ws:
                 upstream = asyncio.create_task(_tcp_to_ws(reader, ws))

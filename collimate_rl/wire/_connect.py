@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
+from collimate_rl.errors import CollimateUsageError
 from collimate_rl.wire._env import Resolution, resolve_transport
 from collimate_rl.wire.daemon import AsyncCollimateClient, CollimateClient
 from collimate_rl.wire.gateway import AsyncGatewayClient, GatewayClient
@@ -36,7 +37,8 @@ def connect(
         api_key: a ``col_*`` gateway key.
         unix_socket: a daemon unix socket path.
         **kwargs: ``timeout``, ``retries``, ``backoff``, ``retry_budget``, ...
-            forwarded to the client.
+            forwarded to the client; ``token=`` (a node's bearer token, default
+            ``$COLLIMATE_SERVE_TOKEN``) only to a daemon client.
 
     >>> connect("http://10.1.2.3:8080", retries=1)
     CollimateClient(base='http://10.1.2.3:8080')
@@ -65,6 +67,11 @@ def connect_async(
 
 def _build(found: Resolution, daemon: type[Any], gateway: type[Any], kwargs: dict[str, Any]) -> Any:
     if found.kind == "gateway":
+        if kwargs.get("token") is not None:
+            raise CollimateUsageError(
+                "token= is a node's bearer token; the gateway authenticates with api_key"
+            )
+        kwargs = {k: v for k, v in kwargs.items() if k != "token"}
         return gateway(found.api_key, found.target, **kwargs)
     if found.kind == "daemon_uds":
         return daemon(unix_socket=found.target, **kwargs)

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from collimate_rl._bearer import bearer_headers
+from collimate_rl.errors import CollimateUsageError
 from collimate_rl.wire._core import RawResponse, Request
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "async_send",
     "make_async_http",
     "make_sync_http",
+    "node_auth_headers",
     "sync_send",
 ]
 
@@ -24,6 +27,18 @@ UDS_BASE = "http://localhost"
 
 _HEADERS = {"Content-Type": "application/json"}
 _LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=30.0)
+
+
+def node_auth_headers(token: str | None) -> dict[str, str]:
+    """A node's ``Authorization`` header: ``token``, else ``$COLLIMATE_SERVE_TOKEN``, else none.
+
+    >>> node_auth_headers("t0k")
+    {'Authorization': 'Bearer t0k'}
+    """
+    try:
+        return bearer_headers(token)
+    except ValueError as exc:
+        raise CollimateUsageError(str(exc)) from None
 
 
 def make_sync_http(

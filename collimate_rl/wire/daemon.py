@@ -24,7 +24,12 @@ import httpx
 from collimate_rl.wire import _daemon_flows as _d
 from collimate_rl.wire._base import AsyncClientBase, SyncClientBase, check_url
 from collimate_rl.wire._env import DEFAULT_SESSION_SOCKET, resolve_transport
-from collimate_rl.wire._transport import UDS_BASE, make_async_http, make_sync_http
+from collimate_rl.wire._transport import (
+    UDS_BASE,
+    make_async_http,
+    make_sync_http,
+    node_auth_headers,
+)
 from collimate_rl.wire.models import (
     CreateSessionResponse,
     DeleteResponse,
@@ -64,6 +69,8 @@ class CollimateClient(SyncClientBase):
         transport: an ``httpx.BaseTransport`` to use instead (tests, proxies).
         sleep: the sleep used between retries (default ``time.sleep``).
         rng: the RNG for backoff jitter.
+        token: the node's bearer token (``collimate serve --token-file``);
+            default ``$COLLIMATE_SERVE_TOKEN``; none: no ``Authorization`` header.
 
     Idempotent requests (GET, DELETE) retry on 429/5xx and transport errors.
     Creates and execs retry only when the node proves nothing ran
@@ -87,6 +94,7 @@ class CollimateClient(SyncClientBase):
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
         rng: random.Random | None = None,
+        token: str | None = None,
     ) -> None:
         self._init_settings(timeout, retries, backoff, retry_budget, rng)
         self.unix_socket = unix_socket
@@ -94,7 +102,10 @@ class CollimateClient(SyncClientBase):
         if sleep is not None:
             self._sleep = sleep
         self._http = make_sync_http(
-            unix_socket=unix_socket, transport=transport, tls=self.base.startswith("https:")
+            unix_socket=unix_socket,
+            transport=transport,
+            headers=node_auth_headers(token),
+            tls=self.base.startswith("https:"),
         )
 
     @classmethod
@@ -253,6 +264,7 @@ class AsyncCollimateClient(AsyncClientBase):
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
+        token: str | None = None,
     ) -> None:
         self._init_settings(timeout, retries, backoff, retry_budget, rng)
         self.unix_socket = unix_socket
@@ -260,7 +272,10 @@ class AsyncCollimateClient(AsyncClientBase):
         if sleep is not None:
             self._sleep = sleep
         self._http = make_async_http(
-            unix_socket=unix_socket, transport=transport, tls=self.base.startswith("https:")
+            unix_socket=unix_socket,
+            transport=transport,
+            headers=node_auth_headers(token),
+            tls=self.base.startswith("https:"),
         )
 
     @classmethod

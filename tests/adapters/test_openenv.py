@@ -176,3 +176,18 @@ def test_server_errors_reach_the_client(code_url: str) -> None:
                 await env.step(CollimateAction(text="x"))
 
     asyncio.run(main())
+
+
+def test_the_server_binds_loopback_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from collimate_rl.openenv.__main__ import main
+
+    binds: list[str] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port: binds.append(host))
+    with caplog.at_level("WARNING", logger="collimate_rl.openenv"):
+        main(["--port", "0"])
+        assert binds == ["127.0.0.1"] and caplog.records == []
+        main(["--port", "0", "--host", "0.0.0.0"])  # the explicit opt-in: served, with a warning
+    assert binds[-1] == "0.0.0.0"
+    assert "listens on 0.0.0.0" in caplog.text and "docs/security.md" in caplog.text

@@ -11,7 +11,12 @@ import pytest
 
 from collimate_rl.cli import main
 
-_TARGET_ENV = ("COLLIMATE_SERVE_SOCKET", "COLLIMATE_API_KEY", "COLLIMATE_SERVE_URL")
+_TARGET_ENV = (
+    "COLLIMATE_SERVE_SOCKET",
+    "COLLIMATE_API_KEY",
+    "COLLIMATE_SERVE_URL",
+    "COLLIMATE_SERVE_TOKEN",
+)
 
 
 @dataclass(frozen=True)

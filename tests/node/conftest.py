@@ -87,11 +87,19 @@ def python_template(templates: list[str]) -> str:
 class ThreadedNode:
     """A node served by uvicorn in a background thread, on TCP or a unix socket."""
 
-    def __init__(self, tmp: Path, config: NodeConfig, *, uds: bool, runtime: Runtime | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        config: NodeConfig,
+        *,
+        uds: bool,
+        runtime: Runtime | None = None,
+        token: str | None = None,
+    ):
         self.tmp = tmp
         self.state_dir = tmp / "state"
         self.runtime = runtime or make_runtime(self.state_dir)
-        self.app = create_app(self.runtime, config)
+        self.app = create_app(self.runtime, config, token=token)
         self.node: Node = self.app.state.node
         self.uds_path = tmp / "node.sock" if uds else None
         self.sock = bind_unix_socket(self.uds_path) if self.uds_path else bind_tcp_socket()
@@ -136,9 +144,9 @@ class ThreadedNode:
 def node_factory(tmp_path: Path) -> Iterator[Callable[..., ThreadedNode]]:
     nodes: list[ThreadedNode] = []
 
-    def make(*, uds: bool = False, **config: Any) -> ThreadedNode:
+    def make(*, uds: bool = False, token: str | None = None, **config: Any) -> ThreadedNode:
         sub = Path(tempfile.mkdtemp(dir=tmp_path))
-        node = ThreadedNode(sub, NodeConfig(**config), uds=uds).start()
+        node = ThreadedNode(sub, NodeConfig(**config), uds=uds, token=token).start()
         nodes.append(node)
         return node
 

@@ -137,6 +137,11 @@ def test_local_node_cleans_up_when_body_raises(node_kwargs: dict[str, object]) -
         with node.http() as http:
             assert http.get("/v1/health").json()["status"] == "ok"
             assert node.base_url.startswith("http://127.0.0.1:")
+        # Over TCP the node gets a fresh token: other local users cannot use it.
+        assert node.token is not None and node.workdir is not None
+        assert httpx.get(node.base_url + "/v1/health").status_code == 401
+        assert (node.workdir / "token").stat().st_mode & 0o077 == 0
+        assert node.client().health()["status"] == "ok"
         1 / 0  # noqa: B018
     workdir = seen["workdir"]
     assert isinstance(workdir, Path) and not workdir.exists()

@@ -18,6 +18,7 @@ import pytest
 
 from collimate_rl.errors import CollimateServerError
 from collimate_rl.node import LocalNode
+from tests._other_user import connect_as_other_user, needs_root
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/ns/user").exists(), reason="needs Linux namespaces"
@@ -322,5 +323,23 @@ def test_a_backgrounded_server_works_as_on_the_gateway(client: Any) -> None:
         assert _get(created.endpoints["8000"]) == 200
         client.session_exec(created.session_id, command="true")  # a sweep
         assert _get(created.endpoints["8000"]) == 200
+    finally:
+        client.delete_session(created.session_id)
+
+
+@needs_root
+def test_another_local_user_cannot_reach_a_service_port(node: LocalNode, client: Any) -> None:
+    created = client.create_session("svc-web")
+    address = created.endpoints["8000"]
+    log = next((node.workdir or Path()).glob("state/t/*/socks/*.svc.log"))
+    request = b"GET /?from-another-user HTTP/1.0\r\n\r\n"
+    try:
+        assert _get(address, "/?from-the-node-user") == 200  # the node's own uid is served
+        seen = connect_as_other_user(address, request)
+        # a closed connection: no byte of the service's answer, and it never saw the request
+        assert seen in ("read 0 bytes: b''", "error ConnectionResetError"), seen
+        assert "?from-the-node-user" in log.read_text()
+        assert "from-another-user" not in log.read_text()
+        assert _get(address) == 200  # and the port still serves its owner
     finally:
         client.delete_session(created.session_id)

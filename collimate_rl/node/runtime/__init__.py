@@ -40,18 +40,18 @@ from .bwrap import BwrapStatus, detect_bwrap
 from .driver import (
     BUILTIN_TEMPLATE,
     DEFAULT_PRELOAD,
-    DEFAULT_SANDBOX_UID,
     MAX_FORK_DEPTH,
     LocalRuntime,
     LocalSession,
 )
+from .sandbox_uid import SANDBOX_UID_BASE, resolve_sandbox_uid
 
 __all__ = [
     "BUILTIN_TEMPLATE",
     "DEFAULT_PRELOAD",
-    "DEFAULT_SANDBOX_UID",
     "MAX_FORK_DEPTH",
     "OUTPUT_CAP_BYTES",
+    "SANDBOX_UID_BASE",
     "BwrapStatus",
     "BwrapUnavailable",
     "ExecOutcome",
@@ -92,7 +92,8 @@ def create_runtime(
     :class:`BwrapUnavailable` (never falls back silently) if it cannot work;
     ``"bwrap"`` insists on it; ``"none"`` runs without any isolation and warns.
     ``sandbox_uid``: host uid the sandboxes run as when the node is root
-    (default :data:`DEFAULT_SANDBOX_UID`); ignored when the node is not root.
+    (default: the first uid from :data:`SANDBOX_UID_BASE` up that no account of
+    the host uses, see :mod:`.sandbox_uid`); ignored when the node is not root.
     ``memory_limit_bytes``: cap per template container through a cgroup-v1
     memory cgroup when the node is root and the controller is writable
     (default: half the RAM; 0 disables; silently skipped, with a log line,
@@ -101,7 +102,7 @@ def create_runtime(
     site-packages read-only in every sandbox (operator opt-in; how a template
     serves an OpenEnv server without a networked bake, see docs/services.md).
     """
-    uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
+    uid = resolve_sandbox_uid(sandbox_uid)
     if isolation is None:
         if not sys.platform.startswith("linux"):
             raise BwrapUnavailable(

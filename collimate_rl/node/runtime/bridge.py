@@ -8,6 +8,11 @@ socket directory, to ``127.0.0.1:<port>`` inside the session. A
 every accepted connection to that unix socket: the session's ``endpoints``
 entry (``{"8000": "127.0.0.1:41234"}``, the daemon contract's shape).
 
+The port is private to the node's user: before relaying anything, the bridge
+looks up who owns the connecting socket (:mod:`collimate_rl._peer`) and drops
+the connection unless it is the node's uid or root. Any other local user gets
+a closed connection and the service never sees it.
+
 >>> import asyncio, tempfile, os
 >>> async def demo() -> tuple[bool, bool]:
 ...     bridge = Bridge(os.path.join(tempfile.gettempdir(), "no-such-relay.sock"))
@@ -23,12 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from collimate_rl._peer import connection_is_allowed, default_allowed_uids
+
 __all__ = ["Bridge", "ServiceFailed", "pump", "read_bounded", "wait_http"]
+
+log = logging.getLogger("collimate_rl.node.runtime")
 
 _CHUNK = 65536
 
@@ -43,13 +53,22 @@ class Bridge:
     Args:
         target: the session's relay socket (``<key>.p<port>.sock``).
         host: where to listen (the node's loopback by default).
+        allowed_uids: whose connections are relayed (default: the node's uid and root).
     """
 
-    def __init__(self, target: str | Path, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        target: str | Path,
+        host: str = "127.0.0.1",
+        allowed_uids: frozenset[int] | None = None,
+    ) -> None:
         self.target = str(target)
         self.host = host
+        self.allowed_uids = default_allowed_uids() if allowed_uids is None else allowed_uids
         self.port = 0
         self.closed = False
+        #: connections dropped because their socket belonged to another uid
+        self.refused = 0
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task[None]] = set()
         #: ``time.monotonic()`` of the last connection opened or closed
@@ -73,9 +92,19 @@ class Bridge:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
-        self.last_used = time.monotonic()
         inner_writer: asyncio.StreamWriter | None = None
         try:
+            if not await connection_is_allowed(writer, self.allowed_uids):
+                self.refused += 1
+                log.log(  # once per port at warning level: a flood must not flood the log
+                    logging.WARNING if self.refused == 1 else logging.DEBUG,
+                    "service port %s: refused a connection from %s (its socket belongs to "
+                    "another user)",
+                    self.address,
+                    writer.get_extra_info("peername"),
+                )
+                return
+            self.last_used = time.monotonic()
             inner_reader, inner_writer = await asyncio.open_unix_connection(self.target)
             await asyncio.gather(
                 pump(reader, inner_writer), pump(inner_reader, writer), return_exceptions=True
@@ -84,7 +113,8 @@ class Bridge:
             pass
         finally:
             self._conns.discard(task)
-            self.last_used = time.monotonic()
+            if inner_writer is not None:
+                self.last_used = time.monotonic()
             for w in (writer, inner_writer):
                 if w is not None:
                     w.close()

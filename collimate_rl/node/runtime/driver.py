@@ -44,13 +44,13 @@ from .base import (
     TemplateSpec,
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
+from .sandbox_uid import resolve_sandbox_uid
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
 __all__ = [
     "BUILTIN_TEMPLATE",
     "DEFAULT_PRELOAD",
-    "DEFAULT_SANDBOX_UID",
     "MAX_FORK_DEPTH",
     "LocalRuntime",
     "LocalSession",
@@ -85,8 +85,6 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "resource",
     "atexit",
 )
-#: Default host uid the sandboxes run as when the node is root.
-DEFAULT_SANDBOX_UID = 65534
 #: Nested user namespaces are limited to 32 levels by the kernel: the host,
 #: the template container and the first session take three; keep a margin.
 MAX_FORK_DEPTH = 24
@@ -810,7 +808,8 @@ class LocalRuntime:
         self._memcg_parent: Path | None = None
         self._memcg_tag = secrets.token_hex(4)
         self.limits = limits or Limits()
-        self.sandbox_uid = DEFAULT_SANDBOX_UID if sandbox_uid is None else int(sandbox_uid)
+        #: the host uid sandboxes run as (see sandbox_uid.py); create_runtime checked it
+        self.sandbox_uid = resolve_sandbox_uid(None) if sandbox_uid is None else int(sandbox_uid)
         if os.geteuid() != 0:
             self.sandbox_uid = os.geteuid()
         self.bwrap_path = bwrap_path

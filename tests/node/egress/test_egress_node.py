@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from collimate_rl._bearer import bearer_headers
 from collimate_rl.cli import main as cli_main
 from collimate_rl.errors import CollimateServerError
 from collimate_rl.grading import ReplayRecorder, UnitTestReward, grade
@@ -429,8 +430,12 @@ def test_sandbox_and_the_cli_take_egress(
         assert box.exec(fetch).stdout.startswith("hello /")
         assert client.get_session(box.session_id).egress["policy"]["mode"] == "allowlist"
 
+    assert node.workdir is not None  # a TCP LocalNode requires its bearer token
+
     def cli(*argv: str) -> tuple[int, str]:
-        code = cli_main([*argv, "--url", node.base_url])
+        code = cli_main(
+            [*argv, "--url", node.base_url, "--token-file", str(node.workdir / "token")]
+        )
         return code, capsys.readouterr().out
 
     code, out = cli(
@@ -513,7 +518,7 @@ def test_the_none_driver_offers_no_network_and_refuses_policies(tmp_path: Path) 
 
 
 def test_the_health_endpoint_lists_the_twins(node: LocalNode) -> None:
-    with httpx.Client(base_url=node.base_url) as http:
+    with httpx.Client(base_url=node.base_url, headers=bearer_headers(node.token)) as http:
         templates = http.get("/v1/health").json()["templates"]
     assert {"python3", "python3-net"} <= set(templates)
     assert not any(re.fullmatch(r"py-net", t) for t in templates)

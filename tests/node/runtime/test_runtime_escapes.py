@@ -1,7 +1,11 @@
 # ruff: noqa: ASYNC240
 # (the tests inspect the host with plain blocking calls on purpose)
 """The escape battery: each attack in its own test; each is contained and the
-node stays healthy (every test ends with a working exec in a fresh session)."""
+node stays healthy (every test ends with a working exec in a fresh session).
+
+The battery runs twice, against a whole node served on a unix socket and on
+TCP (``_served.py``): the sandboxes are reached over HTTP like a trainer's,
+and a node listening next to them must be out of their reach."""
 
 from __future__ import annotations
 
@@ -15,17 +19,35 @@ from pathlib import Path
 
 import pytest
 
-from collimate_rl.node.runtime import LocalRuntime, LocalSession
-
-from .conftest import SANDBOX_UID, run
+from ._served import TRANSPORTS, NodeSession, ServedNode, host_addresses
+from .conftest import SANDBOX_UID, TEST_LIMITS, run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
 PROJECT = Path(__file__).resolve().parents[3]
 
 
+@pytest.fixture(scope="module", params=TRANSPORTS)
+async def rt(request: pytest.FixtureRequest, require_bwrap: None) -> AsyncIterator[ServedNode]:
+    """The node the sandboxes attack from (overrides the runtime-level fixture)."""
+    node = await ServedNode(request.param, TEST_LIMITS, SANDBOX_UID).start()
+    try:
+        yield node
+    finally:
+        await node.stop()
+
+
+@pytest.fixture
+async def sess(rt: ServedNode) -> AsyncIterator[NodeSession]:
+    s = await rt.create_session("python3")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
 @pytest.fixture(autouse=True)
-async def node_stays_healthy(rt: LocalRuntime) -> AsyncIterator[None]:
+async def node_stays_healthy(rt: ServedNode) -> AsyncIterator[None]:
     yield
     s = await rt.create_session("python3", "health-check")
     try:
@@ -38,7 +60,7 @@ async def node_stays_healthy(rt: LocalRuntime) -> AsyncIterator[None]:
 # ---------------------------------------------------------------- network
 
 
-async def test_tcp_egress_to_host_loopback(sess: LocalSession) -> None:
+async def test_tcp_egress_to_host_loopback(sess: NodeSession) -> None:
     hits: list[int] = []
 
     async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
@@ -65,7 +87,7 @@ async def test_tcp_egress_to_host_loopback(sess: LocalSession) -> None:
     assert hits == []
 
 
-async def test_tcp_egress_to_internet(sess: LocalSession) -> None:
+async def test_tcp_egress_to_internet(sess: NodeSession) -> None:
     code = (
         "import socket\n"
         "for host, port in [('1.1.1.1', 80), ('1.1.1.1', 443), ('8.8.8.8', 53)]:\n"
@@ -77,7 +99,7 @@ async def test_tcp_egress_to_internet(sess: LocalSession) -> None:
     assert out.output.count(b"blocked") == 3, out.output
 
 
-async def test_udp_egress(sess: LocalSession) -> None:
+async def test_udp_egress(sess: NodeSession) -> None:
     code = (
         "import socket\n"
         "try:\n"
@@ -101,7 +123,7 @@ async def test_udp_egress(sess: LocalSession) -> None:
     assert text.count("blocked") == 4
 
 
-async def test_dns_resolution_fails(sess: LocalSession) -> None:
+async def test_dns_resolution_fails(sess: NodeSession) -> None:
     code = (
         "import socket\n"
         "try:\n"
@@ -114,16 +136,58 @@ async def test_dns_resolution_fails(sess: LocalSession) -> None:
     assert b"rc=0" not in out.output
 
 
-async def test_only_loopback_interface(sess: LocalSession) -> None:
+async def test_only_loopback_interface(sess: NodeSession) -> None:
     out = await run(sess, command="cat /proc/net/dev")
     ifaces = [ln.split(":")[0].strip() for ln in out.output.decode().splitlines()[2:]]
     assert ifaces == ["lo"]
 
 
+async def test_cannot_reach_the_node(sess: NodeSession, rt: ServedNode) -> None:
+    """The node serving this very sandbox: not its TCP port on any address of the host, not
+    its unix socket; and its listener is not even in the sandbox's socket tables."""
+    if rt.transport == "tcp":
+        targets = [(host, rt.port) for host in host_addresses()]
+        code = (
+            "import socket\n"
+            f"for host, port in {targets!r}:\n"
+            "    try:\n"
+            "        s = socket.create_connection((host, port), timeout=2)\n"
+            "        s.sendall(b'GET /v1/health HTTP/1.0\\r\\n\\r\\n'); print('REACHED', s.recv(64))\n"
+            "    except OSError as e: print('blocked', host, e.errno)\n"
+        )
+        out = await run(sess, code=code)
+        assert b"REACHED" not in out.output and out.output.count(b"blocked") == len(targets)
+        out = await run(
+            sess,
+            command=f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{rt.port} && echo REACHED'; echo done",
+        )
+        assert b"REACHED" not in out.output and out.output.endswith(b"done\n")
+        listening = f":{rt.port:04X} "
+        out = await run(sess, command="cat /proc/net/tcp /proc/net/tcp6 2>/dev/null")
+        assert listening.encode() not in out.output, out.output
+    else:
+        assert rt.socket_path is not None
+        path = str(rt.socket_path)
+        code = (
+            "import os, socket\n"
+            f"print('exists', os.path.exists({path!r}))\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "try:\n"
+            f"    s.connect({path!r}); print('REACHED')\n"
+            "except OSError as e: print('blocked', e.errno)\n"
+        )
+        out = await run(sess, code=code)
+        assert out.output == b"exists False\nblocked 2\n", out.output
+        out = await run(sess, command="cat /proc/net/unix")
+        assert path.encode() not in out.output and rt.socket_path.name.encode() not in out.output
+    # ... while the node itself answers right next to it
+    assert (await rt.http.get("/v1/health")).json()["status"] == "ok"
+
+
 # ---------------------------------------------------------------- filesystem
 
 
-async def test_cannot_read_project_folder(sess: LocalSession) -> None:
+async def test_cannot_read_project_folder(sess: NodeSession) -> None:
     assert (PROJECT / "pyproject.toml").exists()
     paths = [PROJECT / "pyproject.toml", PROJECT, Path("/work"), PROJECT / ".venv" / "bin"]
     code = f"import os\nfor p in {[str(p) for p in paths]!r}:\n    print(p, os.path.exists(p))\n"
@@ -131,7 +195,7 @@ async def test_cannot_read_project_folder(sess: LocalSession) -> None:
     assert b"True" not in out.output, out.output
 
 
-async def test_cannot_read_home_folder(sess: LocalSession) -> None:
+async def test_cannot_read_home_folder(sess: NodeSession) -> None:
     home = Path(os.path.expanduser("~"))
     host_entries = {p.name for p in home.iterdir()} if home.is_dir() else set()
     out = await run(
@@ -147,7 +211,7 @@ async def test_cannot_read_home_folder(sess: LocalSession) -> None:
         assert b"No such file" in out.output or out.output == b"", (name, out.output)
 
 
-async def test_cannot_read_shadow_or_host_etc(sess: LocalSession) -> None:
+async def test_cannot_read_shadow_or_host_etc(sess: NodeSession) -> None:
     out = await run(sess, command="cat /etc/shadow; ls /etc")
     assert b"root:" not in out.output
     listed = set(out.output.decode().split())
@@ -156,7 +220,7 @@ async def test_cannot_read_shadow_or_host_etc(sess: LocalSession) -> None:
     assert b"sandbox:x:1000" in out.output and b"cloudsdk" not in out.output
 
 
-async def test_cannot_see_other_sessions_files(rt: LocalRuntime) -> None:
+async def test_cannot_see_other_sessions_files(rt: ServedNode) -> None:
     a = await rt.create_session("python3", "secret-a")
     b = await rt.create_session("python3", "secret-b")
     try:
@@ -181,7 +245,7 @@ async def test_cannot_see_other_sessions_files(rt: LocalRuntime) -> None:
         await b.close()
 
 
-async def test_cannot_write_outside(sess: LocalSession, tmp_path: Path) -> None:
+async def test_cannot_write_outside(sess: NodeSession, tmp_path: Path) -> None:
     targets = [
         "/usr/pwned",
         "/etc/pwned",
@@ -210,7 +274,7 @@ async def test_cannot_write_outside(sess: LocalSession, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- processes
 
 
-async def test_cannot_see_host_processes(sess: LocalSession) -> None:
+async def test_cannot_see_host_processes(sess: NodeSession) -> None:
     out = await run(
         sess, code="import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"
     )
@@ -232,7 +296,7 @@ def host_sleeper() -> AsyncIterator[subprocess.Popen[bytes]]:  # type: ignore[mi
 
 
 async def test_cannot_kill_host_process(
-    sess: LocalSession, host_sleeper: subprocess.Popen[bytes]
+    sess: NodeSession, host_sleeper: subprocess.Popen[bytes]
 ) -> None:
     pid = host_sleeper.pid
     code = (
@@ -251,7 +315,7 @@ async def test_cannot_kill_host_process(
     assert host_sleeper.poll() is None, "host process was killed from the sandbox"
 
 
-async def test_fork_bomb_is_contained(rt: LocalRuntime) -> None:
+async def test_fork_bomb_is_contained(rt: ServedNode) -> None:
     s = await rt.create_session("python3", "bomb")
     try:
         t0 = time.monotonic()
@@ -276,7 +340,7 @@ async def test_fork_bomb_is_contained(rt: LocalRuntime) -> None:
         await s.close()
 
 
-async def test_memory_bomb_is_contained(sess: LocalSession) -> None:
+async def test_memory_bomb_is_contained(sess: NodeSession) -> None:
     out = await run(sess, code="a = bytearray(8 << 30)")
     assert out.exit_code == 1 and b"MemoryError" in out.output
     out = await run(sess, code="x = []\nwhile True:\n    x.append(bytearray(64 << 20))")
@@ -284,7 +348,7 @@ async def test_memory_bomb_is_contained(sess: LocalSession) -> None:
     assert (await run(sess, command="echo ok")).output == b"ok\n"
 
 
-async def test_disk_fill_is_contained(sess: LocalSession) -> None:
+async def test_disk_fill_is_contained(sess: NodeSession) -> None:
     before = shutil.disk_usage("/").free
     code = (
         "import errno\n"
@@ -309,12 +373,12 @@ async def test_disk_fill_is_contained(sess: LocalSession) -> None:
     assert (await run(sess, command="echo ok > ok.txt && cat ok.txt")).output == b"ok\n"
 
 
-async def test_file_size_limit(sess: LocalSession) -> None:
+async def test_file_size_limit(sess: NodeSession) -> None:
     out = await run(sess, code="open('big', 'wb').write(b'x' * (48 << 20))")
     assert out.exit_code == 1 and b"File too large" in out.output
 
 
-async def test_output_flood_is_truncated(sess: LocalSession) -> None:
+async def test_output_flood_is_truncated(sess: NodeSession) -> None:
     t0 = time.monotonic()
     out = await run(sess, command="yes floodfloodflood", timeout=60)
     took = time.monotonic() - t0
@@ -326,14 +390,14 @@ async def test_output_flood_is_truncated(sess: LocalSession) -> None:
     assert (await run(sess, command="echo ok")).output == b"ok\n"
 
 
-async def test_infinite_loop_times_out(sess: LocalSession) -> None:
+async def test_infinite_loop_times_out(sess: NodeSession) -> None:
     t0 = time.monotonic()
     out = await run(sess, command="while :; do :; done", timeout=1)
     assert out.exit_code == -1 and out.output.endswith(b"timeout after 1.0s")
     assert time.monotonic() - t0 < 5
 
 
-async def test_daemonized_child_does_not_outlive_exec(sess: LocalSession) -> None:
+async def test_daemonized_child_does_not_outlive_exec(sess: NodeSession) -> None:
     code = (
         "import os, time\n"
         "if os.fork() == 0:\n"
@@ -359,7 +423,7 @@ async def test_daemonized_child_does_not_outlive_exec(sess: LocalSession) -> Non
     assert int(out.output) == n1 and n1 < 3
 
 
-async def test_background_job_killed_with_exec(sess: LocalSession) -> None:
+async def test_background_job_killed_with_exec(sess: NodeSession) -> None:
     out = await run(sess, command="(sleep 2; echo late > /sandbox/bg.txt) & echo started")
     assert out.output == b"started\n"
     await asyncio.sleep(2.5)
@@ -367,7 +431,7 @@ async def test_background_job_killed_with_exec(sess: LocalSession) -> None:
     assert b"No such file" in out.output
 
 
-async def test_ptrace_is_denied(sess: LocalSession) -> None:
+async def test_ptrace_is_denied(sess: NodeSession) -> None:
     code = (
         "import ctypes, os\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -388,7 +452,7 @@ async def test_ptrace_is_denied(sess: LocalSession) -> None:
     assert lines[3] == "vm -1 1"
 
 
-async def test_mount_and_unshare_are_denied(sess: LocalSession) -> None:
+async def test_mount_and_unshare_are_denied(sess: NodeSession) -> None:
     code = (
         "import ctypes\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -414,7 +478,7 @@ async def test_mount_and_unshare_are_denied(sess: LocalSession) -> None:
     assert b"CapEff:\t0000000000000000" in out.output and b"CapBnd:\t0000000000000000" in out.output
 
 
-async def test_sandboxed_uid_is_not_root_on_host(sess: LocalSession) -> None:
+async def test_sandboxed_uid_is_not_root_on_host(sess: NodeSession) -> None:
     task = asyncio.create_task(run(sess, command="sleep 3.217"))
     try:
         found: list[str] = []
@@ -444,14 +508,14 @@ async def test_sandboxed_uid_is_not_root_on_host(sess: LocalSession) -> None:
             await task
 
 
-async def test_signals_to_session_server_are_harmless(sess: LocalSession) -> None:
+async def test_signals_to_session_server_are_harmless(sess: NodeSession) -> None:
     code = "import os, signal\nfor s in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP):\n    os.kill(1, s)\nprint('sent')\n"
     out = await run(sess, code=code)
     assert out.output == b"sent\n"
     assert (await run(sess, command="echo alive")).output == b"alive\n"
 
 
-async def test_ptys_and_ipc_are_per_session(rt: LocalRuntime) -> None:
+async def test_ptys_and_ipc_are_per_session(rt: ServedNode) -> None:
     a = await rt.create_session("python3", "pty-a")
     b = await rt.create_session("python3", "pty-b")
     try:
