@@ -24,14 +24,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _stats import latencies_ms, summary, table
-
+from collimate_rl.bench.stats import Summary, latencies_ms
 from collimate_rl.node import LocalNode
 
 BIG = 64 << 20
 SERVER = "exec python3 -m http.server 8000 --bind 127.0.0.1"
+
+
+def _summary(latencies: list[float]) -> tuple[str, str, str]:
+    s = Summary.of(latencies)
+    return f"{s.p50:.2f}", f"{s.p99:.2f}", f"{s.mean:.2f}"
 
 
 def _get(address: str, path: str) -> int:
@@ -73,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             client.delete_session(client.create_session("svc-web").session_id)
 
         rows = [
-            ("create + delete, plain session", *summary(latencies_ms(plain, args.n))),
-            ("create + delete, service session", *summary(latencies_ms(service, args.n))),
+            ("create + delete, plain session", *_summary(latencies_ms(plain, args.n))),
+            ("create + delete, service session", *_summary(latencies_ms(service, args.n))),
         ]
 
         Path(tmp, "big.bin").write_bytes(b"\0" * BIG)
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             bridged, host = created.endpoints["8000"], f"127.0.0.1:{port}"
             for name, address in (("through the bridge", bridged), ("direct on the host", host)):
                 lat = latencies_ms(lambda a=address: _get(a, "/"), args.n)
-                rows.append((f"GET / {name}", *summary(lat)))
+                rows.append((f"GET / {name}", *_summary(lat)))
             for name, address in (("through the bridge", bridged), ("direct on the host", host)):
                 t0 = time.perf_counter()
                 assert _get(address, "/big.bin") == BIG
@@ -102,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             direct.kill()
             direct.wait()
         client.close()
-    print(table(["operation", "p50 ms", "p99 ms", "mean ms"], rows))
+    print(f"{'operation':<40} {'p50 ms':>12} {'p99 ms':>8} {'mean ms':>8}")
+    for name, *cells in rows:
+        print(f"{name:<40} {cells[0]:>12} {cells[1]:>8} {cells[2]:>8}")
     return 0
 
 
