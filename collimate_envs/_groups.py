@@ -14,7 +14,7 @@ from typing import Any
 from collimate_rl.errors import CollimateNotFoundError, CollimateSessionGoneError
 from collimate_rl.sandbox import Sandbox
 
-__all__ = ["GroupSessions", "MemberForker", "SessionLedger"]
+__all__ = ["GroupSessions", "MemberForker", "SessionLedger", "spread_targets"]
 
 #: Parallel deletes of the sessions an episode leaves behind.
 _DELETE_WORKERS = 8
@@ -81,50 +81,82 @@ class GroupSessions:
     members: list[str]
 
 
+#: Where a parent lives: a node of a fleet client (``spread_targets()``), or ``None``.
+Target = str | None
+
+
+def spread_targets(client: Any) -> tuple[Target, ...]:
+    """The nodes a client spreads new work over (its ``spread_targets()``), else ``(None,)``.
+
+    A client over several nodes (``collimate_rl.ray.FleetClient``) names them, so the env
+    forks each group on one node and spreads the groups; any other client is one target.
+
+    >>> spread_targets(object())
+    (None,)
+    """
+    offered = getattr(client, "spread_targets", None)
+    targets = tuple(offered()) if callable(offered) else ()
+    return targets or (None,)
+
+
 @dataclass
 class MemberForker:
-    """Fresh members for every episode, forked ahead of time from one pristine parent.
+    """Fresh members for every episode, forked ahead of time from pristine parents.
 
-    The parent is created from the template once (lazily) and never runs
+    A parent is created from the template once (lazily) and never runs
     anything, so a fork of it is a fresh session without the create, and a
     member does not depend on the task it will get. So after handing out an
     episode's members the forker already forks the next episode's in the
-    background (same count), and retires old members in the background too:
+    background (same shape), and retires old members in the background too:
     a reset mostly takes sessions that are ready. A parent the node reaped
     in the meantime (idle TTL) is replaced once; a background fork that
     failed is simply redone on demand.
+
+    Over a client that spreads work over several nodes (:func:`spread_targets`),
+    there is one parent per node and group ``g`` is forked on node ``g % nodes``:
+    a group's members share a node, the groups spread over all of them. When the
+    nodes change (one joined or was lost), the next :meth:`open` forks anew.
     """
 
     ledger: SessionLedger
     template: str
-    parent: str | None = None
-    _spare: tuple[int, Future[tuple[float, list[str]]]] | None = None
+    parents: dict[Target, str] = field(default_factory=dict)
+    _spare: tuple[tuple[Any, ...], Future[tuple[float, list[str]]]] | None = None
     _background: ThreadPoolExecutor | None = None
 
     def __post_init__(self) -> None:
         self.ledger.settle.append(self._drain)
 
+    @property
+    def parent(self) -> str | None:
+        """The parent session of a single-node client (the first parent otherwise)."""
+        return next(iter(self.parents.values()), None)
+
     def open(self, groups: int, size: int) -> list[GroupSessions]:
         """``groups`` groups of ``size`` fresh members (all or nothing)."""
-        count = groups * size
-        members = self._take_spare(count)
+        targets = spread_targets(self.ledger.client)[:groups]
+        shape = (targets, groups, size)
+        members = self._take_spare(shape)
         if members is None:
-            members = self._fork(count)
-        self._spare = (count, self._worker().submit(self._fork_ahead, count))
+            self._retire_parents(keep=targets)
+            members = self._fork(targets, groups, size)
+        self._spare = (shape, self._worker().submit(self._fork_ahead, targets, groups, size))
         return [GroupSessions(members[g * size : (g + 1) * size]) for g in range(groups)]
 
     def invalidate(self) -> None:
-        """Forget the members forked ahead and the parent (after an infrastructure failure).
+        """Forget the members forked ahead and the parents (after an infrastructure failure).
 
         They may have died with their node; the next :meth:`open` forks fresh members from
-        a new parent. The old sessions are deleted in the background (a no-op if gone).
+        new parents. The old sessions are deleted in the background (a no-op if gone).
         """
         spare, self._spare = self._spare, None
         if spare is not None:
             spare[1].add_done_callback(self._retire_forked)
-        parent, self.parent = self.parent, None
-        if parent is not None:
-            self.retire(parent)
+        self._retire_parents(keep=())
+
+    def _retire_parents(self, keep: tuple[Target, ...]) -> None:
+        gone = [t for t in self.parents if t not in keep]
+        self.retire(*(self.parents.pop(t) for t in gone))
 
     def _retire_forked(self, forked: Future[tuple[float, list[str]]]) -> None:
         if forked.exception() is None:
@@ -136,14 +168,13 @@ class MemberForker:
             self._worker().submit(self.ledger.delete, *session_ids)
 
     def close(self) -> None:
-        """Wait for the background work, then delete the spare members and the parent."""
+        """Wait for the background work, then delete the spare members and the parents."""
         self._drain()
         spare, self._spare = self._spare, None
         if spare is not None and spare[1].exception() is None:
             self.ledger.delete(*spare[1].result()[1])
-        parent, self.parent = self.parent, None
-        if parent is not None:
-            self.ledger.delete(parent)
+        parents, self.parents = list(self.parents.values()), {}
+        self.ledger.delete(*parents)
 
     def _drain(self) -> None:
         background, self._background = self._background, None
@@ -156,41 +187,69 @@ class MemberForker:
             self._background = ThreadPoolExecutor(1, thread_name_prefix="collimate-members")
         return self._background
 
-    def _take_spare(self, count: int) -> list[str] | None:
+    def _take_spare(self, shape: tuple[Any, ...]) -> list[str] | None:
         spare, self._spare = self._spare, None
         if spare is None:
             return None
-        spare_count, future = spare
+        spare_shape, future = spare
         if future.exception() is not None:
             return None
         forked_at, members = future.result()
-        if spare_count != count or time.monotonic() - forked_at > SPARE_MAX_AGE_SECONDS:
-            self.retire(*members)  # another width (a partial reset), or stale
+        if spare_shape != shape or time.monotonic() - forked_at > SPARE_MAX_AGE_SECONDS:
+            self.retire(*members)  # another width (a partial reset), other nodes, or stale
             return None
         return members
 
-    def _fork_ahead(self, count: int) -> tuple[float, list[str]]:
-        members = self._fork(count)
+    def _fork_ahead(
+        self, targets: tuple[Target, ...], groups: int, size: int
+    ) -> tuple[float, list[str]]:
+        members = self._fork(targets, groups, size)
         return time.monotonic(), members
 
-    def _fork(self, count: int) -> list[str]:
+    def _fork(self, targets: tuple[Target, ...], groups: int, size: int) -> list[str]:
+        """Members of ``groups`` groups, in group order; group ``g`` on ``targets[g % n]``."""
+        counts = {t: size * len(range(i, groups, len(targets))) for i, t in enumerate(targets)}
+        if len(targets) == 1:
+            forked = {targets[0]: self._fork_on(targets[0], counts[targets[0]])}
+        else:
+            with ThreadPoolExecutor(len(targets), thread_name_prefix="collimate-fork") as pool:
+                futures = {t: pool.submit(self._fork_on, t, n) for t, n in counts.items()}
+            forked = {t: f.result() for t, f in futures.items() if f.exception() is None}
+            failure = next((f.exception() for f in futures.values() if f.exception()), None)
+            if failure is not None:  # all or nothing: the other nodes' forks go too
+                self.ledger.delete(*(m for group in forked.values() for m in group))
+                raise failure
+        members: list[str] = []
+        taken = dict.fromkeys(targets, 0)
+        for g in range(groups):
+            target = targets[g % len(targets)]
+            members += forked[target][taken[target] : taken[target] + size]
+            taken[target] += size
+        return members
+
+    def _fork_on(self, target: Target, count: int) -> list[str]:
         try:
-            members = _fork(self.ledger.client, self._parent(), count)
+            members = _fork(self.ledger.client, self._parent(target), count)
         except (CollimateNotFoundError, CollimateSessionGoneError):
-            self._replace_parent()
-            members = _fork(self.ledger.client, self._parent(), count)
+            self._replace_parent(target)
+            members = _fork(self.ledger.client, self._parent(target), count)
         self.ledger.created(*members)
         return members
 
-    def _parent(self) -> str:
-        if self.parent is None:
-            created = self.ledger.client.create_session(self.template)
-            self.parent = str(created["session_id"])
-            self.ledger.created(self.parent)
-        return self.parent
+    def _parent(self, target: Target) -> str:
+        parent = self.parents.get(target)
+        if parent is None:
+            client = self.ledger.client
+            if target is None:
+                created = client.create_session(self.template)
+            else:
+                created = client.create_session(self.template, node=target)
+            parent = self.parents[target] = str(created["session_id"])
+            self.ledger.created(parent)
+        return parent
 
-    def _replace_parent(self) -> None:
-        parent, self.parent = self.parent, None
+    def _replace_parent(self, target: Target) -> None:
+        parent = self.parents.pop(target, None)
         if parent is not None:
             self.ledger.delete(parent)
 

@@ -109,7 +109,10 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         self.base_seed = base_seed
         self.timeout_seconds = timeout_seconds
         self.on_infra_error = on_infra_error
-        self.concurrency = concurrency or min(num_envs, 16)
+        # A client over several nodes offers capacity(): grade enough at once to fill them.
+        offered = getattr(client, "capacity", None)
+        capacity = int(offered()) if callable(offered) else 0
+        self.concurrency = concurrency or min(num_envs, max(16, capacity))
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode

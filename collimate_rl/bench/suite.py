@@ -4,6 +4,8 @@ Sections (``--only`` picks some): ``latency`` (no-op exec latency), ``grpo`` (GR
 throughput per task set, against skyrl-gym's grader and unisolated runners), ``forks``
 (fork-group latency), ``memory`` (per idle forked session), ``scaling`` (group size,
 grading threads, live sessions). A ``targets`` table sums up the project's goals.
+``cluster`` (a fleet on a simulated Ray cluster of 1, 2, 3 nodes: routing overhead and a
+cluster model) runs only when asked for, and is skipped when Ray is not installed.
 
 ``--quick`` is a CI-sized run (well under a minute on 2 idle cores); the default is the full
 run recorded in ``benchmarks/README.md``. Output: rich tables, or ``--json`` / ``--markdown``.
@@ -24,13 +26,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collimate_rl.bench import forks, grpo, latency, scaling
+from collimate_rl.bench import cluster, forks, grpo, latency, scaling
 from collimate_rl.bench.report import Report, Section, load_average, machine_info
 from collimate_rl.bench.targets import targets_section
 
-__all__ = ["FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
+__all__ = ["DEFAULT_SECTIONS", "FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
 
-SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
+SECTIONS = ("latency", "grpo", "forks", "memory", "scaling", "cluster")
+#: What a run without ``--only`` measures (``cluster`` starts Ray: on request only).
+DEFAULT_SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
 #: The unisolated runners' threads: one per core, as many as the node runs execs at once.
 _CORES = os.cpu_count() or 2
 
@@ -55,6 +59,7 @@ class Plan:
     session_counts: tuple[int, ...]
     session_samples: int
     session_seconds: float
+    cluster: cluster.ClusterPlan = cluster.FULL_CLUSTER
 
 
 QUICK = Plan(
@@ -74,6 +79,7 @@ QUICK = Plan(
     session_counts=(1, 10, 50),
     session_samples=15,
     session_seconds=0.5,
+    cluster=cluster.QUICK_CLUSTER,
 )
 
 FULL = Plan(
@@ -109,8 +115,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         type=_section_list,
-        default=list(SECTIONS),
-        help=f"comma-separated sections to run, from {','.join(SECTIONS)} (default: all)",
+        default=list(DEFAULT_SECTIONS),
+        help=f"comma-separated sections to run, from {','.join(SECTIONS)} "
+        f"(default: {','.join(DEFAULT_SECTIONS)})",
     )
     parser.add_argument(
         "--task-sets",
@@ -204,9 +211,12 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
                 )
             )
         client.close()
+    if "cluster" in only:
+        sections += cluster.cluster_sections(plan.cluster, progress)
     report.machine["load_1min_at_end"] = load_average()
     progress("done")
-    report.sections = [targets_section(sections), *sections]
+    targets = targets_section(sections)
+    report.sections = [targets, *sections] if targets.rows else sections  # none for --only cluster
     return report
 
 

@@ -56,10 +56,20 @@ def _register_atexit() -> None:
 
 
 def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _url_host(host: str) -> str:
+    """``host`` as it appears in a URL (IPv6 literals in brackets).
+
+    >>> _url_host("10.0.0.5"), _url_host("::1")
+    ('10.0.0.5', '[::1]')
+    """
+    return f"[{host}]" if ":" in host else host
 
 
 class LocalNode:
@@ -71,16 +81,20 @@ class LocalNode:
         tcp: serve on a free TCP port of ``127.0.0.1`` instead of a unix socket,
             with a fresh bearer token (:attr:`token`) that other local users
             cannot read (a unix socket is private by its file mode).
+        host: serve on TCP on this address instead (implies ``tcp``, token included),
+            e.g. a cluster node's own IP so other machines can reach it.
+        port: the TCP port (default: a free one).
         max_inflight, queue, max_sessions, session_ttl, pool_size, drain_timeout:
             the ``serve`` flags of the same names (``None``: the node's default).
         startup_timeout: seconds to wait for ``/v1/health``.
         share_site_packages: ``--share-site-packages`` (sandboxes import this
             environment's packages read-only; see docs/services.md).
         extra_args: more ``serve`` flags, verbatim.
+        workdir_root: make :attr:`workdir` inside this folder (default: the temp dir).
 
     Attributes:
         socket_path: the unix socket (``None`` over TCP).
-        base_url: ``http://127.0.0.1:<port>`` over TCP, ``http://localhost`` over the socket.
+        base_url: ``http://<host>:<port>`` over TCP, ``http://localhost`` over the socket.
         token: the node's bearer token over TCP (``None`` over the socket);
             :meth:`client` and :meth:`http` send it.
         workdir: the temporary folder holding the socket, state and log.
@@ -91,6 +105,8 @@ class LocalNode:
         *,
         isolation: str = "auto",
         tcp: bool = False,
+        host: str | None = None,
+        port: int | None = None,
         max_inflight: int | None = None,
         queue: int | None = None,
         max_sessions: int | None = None,
@@ -100,9 +116,12 @@ class LocalNode:
         startup_timeout: float = 60.0,
         share_site_packages: bool = False,
         extra_args: tuple[str, ...] = (),
+        workdir_root: str | Path | None = None,
     ) -> None:
         self.isolation = isolation
-        self.tcp = tcp
+        self.tcp = tcp or host is not None or port is not None
+        self.host = host or "127.0.0.1"
+        self.port = port
         self.startup_timeout = startup_timeout
         flags: dict[str, Any] = {
             "--max-inflight": max_inflight,
@@ -116,6 +135,7 @@ class LocalNode:
         self._flags += ["--share-site-packages"] if share_site_packages else []
         self._flags += list(extra_args)
         self._drain_timeout = drain_timeout if drain_timeout is not None else 30.0
+        self.workdir_root = workdir_root
         self.workdir: Path | None = None
         self.socket_path: Path | None = None
         self.base_url = "http://localhost"
@@ -142,13 +162,13 @@ class LocalNode:
         if self._proc is not None:
             return self
         _register_atexit()
-        self.workdir = Path(tempfile.mkdtemp(prefix="collimate-node-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="collimate-node-", dir=self.workdir_root))
         argv = [sys.executable, "-m", "collimate_rl.node", "serve"]
         argv += ["--isolation", self.isolation, "--state-dir", str(self.workdir / "state")]
         if self.tcp:
-            port = _free_port("127.0.0.1")
-            argv += ["--host", "127.0.0.1", "--port", str(port)]
-            self.base_url = f"http://127.0.0.1:{port}"
+            port = self.port or _free_port(self.host)
+            argv += ["--host", self.host, "--port", str(port)]
+            self.base_url = f"http://{_url_host(self.host)}:{port}"
             self.token = new_token()
             token_file = self.workdir / "token"
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -187,11 +207,14 @@ class LocalNode:
         return self
 
     def _http(self, timeout: float = 2.0) -> httpx.Client:
+        # Health checks go to the node itself: never through an HTTP proxy from the env.
         if self.socket_path is not None:
             transport = httpx.HTTPTransport(uds=str(self.socket_path))
             return httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout)
         headers = bearer_headers(self.token, environ={})
-        return httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
+        return httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=headers, trust_env=False
+        )
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

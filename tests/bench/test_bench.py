@@ -18,7 +18,7 @@ from collimate_rl.bench.baselines import SubprocessClient, WarmForkClient
 from collimate_rl.bench.forks import process_tree, tree_memory
 from collimate_rl.bench.report import Report, Section, fmt
 from collimate_rl.bench.stats import Summary, batch_rate, closed_loop, latencies_ms, pct, ratio
-from collimate_rl.bench.suite import SECTIONS, parse_args
+from collimate_rl.bench.suite import DEFAULT_SECTIONS, SECTIONS, parse_args
 from collimate_rl.bench.targets import targets_section
 from collimate_rl.bench.workload import group_completions, lcb_case, plain_program
 
@@ -70,12 +70,30 @@ def test_quick_json_run_is_complete_and_consistent(capsys: pytest.CaptureFixture
     assert "no-op env.step p50" in targets and "fork of a 64-wide group, p50" in targets
 
 
+def test_the_cluster_section_is_skipped_clearly_without_ray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from collimate_rl.bench import cluster
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        cluster.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ray" else real(name, *a),
+    )
+    said: list[str] = []
+    (section,) = cluster.cluster_sections(cluster.QUICK_CLUSTER, said.append)
+    assert said == [cluster.SKIP_MESSAGE] and section.notes == [cluster.SKIP_MESSAGE]
+    assert "pip install 'collimate-rl[ray]'" in cluster.SKIP_MESSAGE and section.rows == []
+
+
 def test_bad_section_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(["--only", "latency,nope"])
     assert exc.value.code == 2
     assert "unknown section(s) nope" in capsys.readouterr().err
-    assert parse_args([]).only == list(SECTIONS)
+    assert parse_args([]).only == list(DEFAULT_SECTIONS)
+    assert parse_args(["--only", "cluster"]).only == ["cluster"] and "cluster" in SECTIONS
     with pytest.raises(SystemExit):
         parse_args(["--json", "--markdown"])
 
