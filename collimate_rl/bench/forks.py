@@ -160,7 +160,8 @@ def memory_section(
         columns=["measure", "per session MiB", f"all {sessions} MiB"],
         notes=[
             f"Node process tree before/after: {before.processes} -> {after.processes} processes "
-            f"({per_process:.1f} per session: the session server and its pristine factory)."
+            f"({per_process:.1f} per session: the session server; its pristine factory "
+            "starts with the session's first request)."
         ],
     )
     for name, a, b in (

@@ -5,12 +5,17 @@ One run per task set, side by side:
 * the vector env, ``gymnasium.make_vec("collimate/Code-v0", num_envs=G*K, group_size=K,
   task_set=...)`` on the benchmark's local node: forked sandboxes, seccomp, the grading oracle.
   Reported for ``step`` alone and for ``reset + step`` (a fresh group of forks per episode);
+* ``grade()`` one-shot per rollout on the same node (``POST /v1/exec``: a fresh session each);
 * skyrl-gym's own ``lcb`` env on the same rollouts (its grader forks a ``multiprocessing``
   manager and a process per rollout; no isolation beyond monkeypatching ``os``);
+* ``bwrap --unshare-all ... python -S`` per rollout running the plain test program: what a
+  user would script to isolate a grader (namespaces; no seccomp, no oracle);
 * a fresh ``python -S`` per rollout running the plain test program, no isolation;
 * the floor: the plain test program in a fork of a warm interpreter, no isolation.
 
 Every runner grades exactly the (task, completion) pairs the vector env drew and graded.
+CPU per rollout comes from a :class:`~collimate_rl.bench.cpu.CpuMeter` (client, node and
+sandboxes when it is a cpuacct cgroup).
 
 >>> RUNNERS[0], RUNNERS[-1]
 ('collimate vector env (isolated): step', 'warm fork per rollout (no isolation): floor')
@@ -28,15 +33,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collimate_rl.bench.baselines import SubprocessClient, WarmForkClient
+from collimate_rl.bench.baselines import BwrapClient, SubprocessClient, WarmForkClient
+from collimate_rl.bench.cpu import CpuMeter
 from collimate_rl.bench.report import Section, fmt, pct_text, times_text
 from collimate_rl.bench.stats import batch_rate, ratio
 from collimate_rl.bench.workload import Rollout, group_completions, lcb_case, plain_program
 
 __all__ = [
+    "BWRAP",
     "ENV_EPISODE",
     "ENV_STEP",
     "FLOOR",
+    "GRADE_ONESHOT",
     "RUNNERS",
     "SKYRL",
     "SUBPROCESS",
@@ -45,6 +53,7 @@ __all__ = [
     "grpo_section",
     "open_vector_env",
     "run_episodes",
+    "run_grade_oneshot",
     "run_program_runner",
     "run_skyrl_lcb",
     "run_vector_env",
@@ -52,10 +61,12 @@ __all__ = [
 
 ENV_STEP = "collimate vector env (isolated): step"
 ENV_EPISODE = "collimate vector env (isolated): reset + step"
+GRADE_ONESHOT = "collimate grade() one-shot per rollout (isolated)"
 SKYRL = "skyrl-gym lcb grader (no isolation)"
+BWRAP = "bwrap + python -S per rollout (namespaces)"
 SUBPROCESS = "subprocess python -S per rollout (no isolation)"
 FLOOR = "warm fork per rollout (no isolation): floor"
-RUNNERS = (ENV_STEP, ENV_EPISODE, SKYRL, SUBPROCESS, FLOOR)
+RUNNERS = (ENV_STEP, ENV_EPISODE, GRADE_ONESHOT, SKYRL, BWRAP, SUBPROCESS, FLOOR)
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,12 @@ class RunnerResult:
     passed: int
     expected: int
     skipped: str = ""
+    cpu_ms: float = float("nan")
+
+    @property
+    def cpu_per_rollout(self) -> float:
+        """CPU milliseconds per graded rollout (NaN when not measured)."""
+        return ratio(self.cpu_ms, self.rollouts)
 
     @property
     def rate(self) -> float:
@@ -82,15 +99,24 @@ class EnvRun:
     threads: int = 0
     step_seconds: float = 0.0
     reset_seconds: float = 0.0
+    step_cpu_ms: float = 0.0
+    reset_cpu_ms: float = 0.0
     rollouts: list[Rollout] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
 
     def results(self) -> tuple[RunnerResult, RunnerResult]:
         n, expected = len(self.rollouts), sum(r.should_pass for r in self.rollouts)
         passed = sum(reward == 1.0 for reward in self.rewards)
-        step = RunnerResult(ENV_STEP, n, self.step_seconds, passed, expected)
+        step = RunnerResult(
+            ENV_STEP, n, self.step_seconds, passed, expected, cpu_ms=self.step_cpu_ms
+        )
         episode = RunnerResult(
-            ENV_EPISODE, n, self.step_seconds + self.reset_seconds, passed, expected
+            ENV_EPISODE,
+            n,
+            self.step_seconds + self.reset_seconds,
+            passed,
+            expected,
+            cpu_ms=self.step_cpu_ms + self.reset_cpu_ms,
         )
         return step, episode
 
@@ -110,7 +136,9 @@ def open_vector_env(client: Any, task_set: str, groups: int, size: int) -> Any:
     )
 
 
-def run_episodes(envs: Any, rounds: int, *, warmup: bool = True) -> EnvRun:
+def run_episodes(
+    envs: Any, rounds: int, *, warmup: bool = True, meter: CpuMeter | None = None
+) -> EnvRun:
     """Run ``rounds`` GRPO episodes (reset, then one step grading every member); time both.
 
     Each group's members answer with :func:`group_completions` for the task the reset drew
@@ -122,20 +150,23 @@ def run_episodes(envs: Any, rounds: int, *, warmup: bool = True) -> EnvRun:
     groups, size = env.num_groups, env.group_size
     tasks = {task.task_id: task for task in env.tasks.tasks}
     run = EnvRun(threads=int(env.concurrency))
+    cpu = meter.read if meter is not None else (lambda: float("nan"))
     for r in range(-1 if warmup else 0, rounds):
-        t0 = time.perf_counter()
+        c0, t0 = cpu(), time.perf_counter()
         _, infos = envs.reset(seed=1000 + r)
-        t1 = time.perf_counter()
+        c1, t1 = cpu(), time.perf_counter()
         member_tasks = [tasks[str(infos[keys.TASK_ID][i])] for i in range(groups * size)]
         actions: list[str] = []
         for g in range(groups):
             actions += group_completions(member_tasks[g * size], size)
         _, rewards, *_ = envs.step(tuple(actions))
-        t2 = time.perf_counter()
+        c2, t2 = cpu(), time.perf_counter()
         if r < 0:
             continue  # the warm-up episode is not counted
         run.reset_seconds += t1 - t0
         run.step_seconds += t2 - t1
+        run.reset_cpu_ms += c1 - c0
+        run.step_cpu_ms += c2 - c1
         run.rewards += [float(x) for x in rewards]
         run.rollouts += [
             Rollout(task, completion, should_pass=(i % size) % 2 == 0)
@@ -144,17 +175,28 @@ def run_episodes(envs: Any, rounds: int, *, warmup: bool = True) -> EnvRun:
     return run
 
 
-def run_vector_env(client: Any, task_set: str, groups: int, size: int, rounds: int) -> EnvRun:
+def run_vector_env(
+    client: Any,
+    task_set: str,
+    groups: int,
+    size: int,
+    rounds: int,
+    meter: CpuMeter | None = None,
+) -> EnvRun:
     """Open a ``groups`` x ``size`` vector env, run ``rounds`` timed episodes, close it."""
     envs = open_vector_env(client, task_set, groups, size)
     try:
-        return run_episodes(envs, rounds)
+        return run_episodes(envs, rounds, meter=meter)
     finally:
         envs.close()
 
 
 def run_program_runner(
-    name: str, client: Any, rollouts: list[Rollout], workers: int
+    name: str,
+    client: Any,
+    rollouts: list[Rollout],
+    workers: int,
+    meter: CpuMeter | None = None,
 ) -> RunnerResult:
     """Grade each rollout's plain test program through ``client.exec_once`` (exit 0 = pass)."""
     programs = [plain_program(r.task, r.completion) for r in rollouts]
@@ -163,10 +205,34 @@ def run_program_runner(
     def run(program: str) -> bool:
         return int(client.exec_once("python3", code=program, timeout_seconds=30)["exit_code"]) == 0
 
-    t0 = time.perf_counter()
-    _, passed = batch_rate(run, programs, workers)
+    return _timed(name, rollouts, lambda: batch_rate(run, programs, workers)[1], meter)
+
+
+def run_grade_oneshot(
+    client: Any, rollouts: list[Rollout], workers: int, meter: CpuMeter | None = None
+) -> RunnerResult:
+    """``grade()`` each rollout in a one-shot sandbox on the node (reward 1.0 = pass)."""
+    from collimate_rl.grading import grade
+
+    def run(rollout: Rollout) -> bool:
+        spec = rollout.task.to_reward_spec()
+        return grade(client, "python3", rollout.completion, spec).reward == 1.0
+
+    run(rollouts[0])  # warm-up
+    return _timed(GRADE_ONESHOT, rollouts, lambda: batch_rate(run, rollouts, workers)[1], meter)
+
+
+def _timed(
+    name: str,
+    rollouts: list[Rollout],
+    work: Callable[[], list[bool]],
+    meter: CpuMeter | None,
+) -> RunnerResult:
+    c0, t0 = (meter.read() if meter else float("nan")), time.perf_counter()
+    passed = work()
     seconds = time.perf_counter() - t0
-    return RunnerResult(name, len(rollouts), seconds, sum(passed), _expected(rollouts))
+    cpu = (meter.read() - c0) if meter else float("nan")
+    return RunnerResult(name, len(rollouts), seconds, sum(passed), _expected(rollouts), cpu_ms=cpu)
 
 
 def run_skyrl_lcb(rollouts: list[Rollout], workers: int) -> RunnerResult:
@@ -209,38 +275,59 @@ def grpo_section(
     rounds: int,
     workers: int,
     progress: Callable[[str], None],
+    meter: CpuMeter | None = None,
 ) -> Section:
-    """Every runner on the rollouts of one task set, with rates and ratios."""
+    """Every runner on the rollouts of one task set, with rates, ratios and CPU per rollout."""
     progress(f"grpo {task_set}: vector env {groups}x{size}, {rounds} rounds")
-    env_run = run_vector_env(client, task_set, groups, size, rounds)
+    env_run = run_vector_env(client, task_set, groups, size, rounds, meter)
     step, episode = env_run.results()
     rollouts = env_run.rollouts
+    progress(f"grpo {task_set}: grade() one-shot")
+    oneshot = run_grade_oneshot(client, rollouts, workers, meter)
     progress(f"grpo {task_set}: skyrl-gym lcb grader on {len(rollouts)} rollouts")
     skyrl = run_skyrl_lcb(rollouts, workers)
+    progress(f"grpo {task_set}: bwrap + python -S")
+    try:
+        bwrap = run_program_runner(BWRAP, BwrapClient(), rollouts, workers, meter)
+    except (ImportError, OSError) as exc:  # no bubblewrap here
+        bwrap = RunnerResult(BWRAP, len(rollouts), 0.0, 0, _expected(rollouts), str(exc)[:60])
     progress(f"grpo {task_set}: subprocess python -S")
-    sub = run_program_runner(SUBPROCESS, SubprocessClient(), rollouts, workers)
+    sub = run_program_runner(SUBPROCESS, SubprocessClient(), rollouts, workers, meter)
     progress(f"grpo {task_set}: warm-fork floor")
     with WarmForkClient() as floor_client:
-        floor = run_program_runner(FLOOR, floor_client, rollouts, workers)
+        floor = run_program_runner(FLOOR, floor_client, rollouts, workers, meter)
 
     section = Section(
         key=f"grpo_{task_set.replace('-', '_')}",
         title=f"GRPO groups on {task_set}: G={groups} x K={size}, {len(rollouts)} rollouts",
-        columns=["runner", "rollouts/s", "vs floor", "env step vs runner", "passed / expected"],
+        columns=[
+            "runner",
+            "rollouts/s",
+            "vs floor",
+            "env step vs runner",
+            "CPU ms/rollout",
+            "CPU vs floor",
+            "passed / expected",
+        ],
         notes=[
             f"Same {len(rollouts)} (task, completion) pairs for every runner; even members answer "
             "with the reference solution, odd members with a wrong one.",
             f"The vector env grades with {env_run.threads} threads against the node (its "
-            f"default); the other runners use {workers} threads (the core count).",
+            f"default: one batch request per step on this node); the other runners use "
+            f"{workers} threads (the core count).",
+            f"CPU: {meter.kind if meter else 'not measured'}; skyrl-gym's is not measured "
+            "(its worker process also imports numpy and pandas).",
         ],
     )
-    for result in (step, episode, skyrl, sub, floor):
+    for result in (step, episode, oneshot, skyrl, bwrap, sub, floor):
         section.add(
             [
                 result.runner,
                 fmt(result.rate, 1) if not result.skipped else f"skipped: {result.skipped}",
                 pct_text(ratio(result.rate, floor.rate)),
                 times_text(ratio(step.rate, result.rate)),
+                fmt(result.cpu_per_rollout, 1),
+                times_text(ratio(result.cpu_per_rollout, floor.cpu_per_rollout)),
                 f"{result.passed} / {result.expected}",
             ],
             {
@@ -249,6 +336,8 @@ def grpo_section(
                 "seconds": result.seconds,
                 "rollouts_per_s": result.rate,
                 "vs_floor": ratio(result.rate, floor.rate),
+                "cpu_ms_per_rollout": result.cpu_per_rollout,
+                "cpu_vs_floor": ratio(result.cpu_per_rollout, floor.cpu_per_rollout),
                 "passed": result.passed,
                 "expected": result.expected,
                 "skipped": result.skipped,

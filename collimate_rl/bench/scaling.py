@@ -84,7 +84,11 @@ def concurrency_section(
         key="scaling_concurrency",
         title=f"Throughput vs grading threads (G={groups} x K={size}, {_TASK_SET})",
         columns=["threads", "step rollouts/s", "reset + step rollouts/s", "step vs 1 thread"],
-        notes=["The node runs as many execs at once as it has cores; more threads queue."],
+        notes=[
+            "On this node a step is one batch request whatever the env's `concurrency` (it "
+            "sizes the per-exec fallback's threads on a daemon or a gateway): rows differ by "
+            "noise only. The node runs 4 execs per core at once; the rest wait."
+        ],
     )
     base = math.nan
     envs = open_vector_env(client, _TASK_SET, groups, size)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collimate_rl.bench import cluster, forks, grpo, latency, scaling
+from collimate_rl.bench.cpu import CpuMeter
 from collimate_rl.bench.report import Report, Section, load_average, machine_info
 from collimate_rl.bench.targets import targets_section
 
@@ -150,11 +151,36 @@ def _progress() -> Callable[[str], None]:
 
 def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str) -> Report:
     """Start a private local node, run the chosen sections on it, and return the report."""
-    from collimate_rl.node import LocalNode
 
     progress = _progress()
     report = Report(machine=machine_info(), command=command)
     sections: list[Section] = []
+    meter = CpuMeter.start()  # before the node starts, so its processes are counted too
+    report.machine["cpu_meter"] = meter.kind
+    try:
+        if set(only) - {"cluster"}:
+            _run_sections(plan, only, task_sets, sections, meter, progress)
+    finally:
+        meter.stop()
+    if "cluster" in only:
+        sections += cluster.cluster_sections(plan.cluster, progress)
+    report.machine["load_1min_at_end"] = load_average()
+    progress("done")
+    targets = targets_section(sections)
+    report.sections = [targets, *sections] if targets.rows else sections  # none for --only cluster
+    return report
+
+
+def _run_sections(
+    plan: Plan,
+    only: Sequence[str],
+    task_sets: Sequence[str],
+    sections: list[Section],
+    meter: CpuMeter,
+    progress: Callable[[str], None],
+) -> None:
+    from collimate_rl.node import LocalNode
+
     progress("starting a local node")
     with LocalNode() as node:
         client = node.client()
@@ -175,6 +201,7 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
                         rounds=plan.grpo_rounds,
                         workers=plan.workers,
                         progress=progress,
+                        meter=meter,
                     )
                 )
         if "forks" in only:
@@ -211,13 +238,6 @@ def run(plan: Plan, only: Sequence[str], task_sets: Sequence[str], command: str)
                 )
             )
         client.close()
-    if "cluster" in only:
-        sections += cluster.cluster_sections(plan.cluster, progress)
-    report.machine["load_1min_at_end"] = load_average()
-    progress("done")
-    targets = targets_section(sections)
-    report.sections = [targets, *sections] if targets.rows else sections  # none for --only cluster
-    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:

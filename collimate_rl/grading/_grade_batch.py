@@ -10,6 +10,7 @@ from typing import Any, Literal
 import anyio
 
 from collimate_rl.errors import CollimateError, CollimateUsageError
+from collimate_rl.grading._batched import agrade_jobs_batched, grade_jobs_batched
 from collimate_rl.grading._grade_exec import GradeRecorder, _run_async, _run_sync
 from collimate_rl.grading._grade_job import Extract, _Job, _prepare
 from collimate_rl.grading.result import GradeResult
@@ -80,6 +81,33 @@ def _report_result(
         on_result(index, result)
 
 
+def _chunk_taker(
+    jobs: list[_Job],
+    results: list[GradeResult | None],
+    errors: dict[int, CollimateError],
+    on_infra_error: str,
+    on_result: ResultCallback | None,
+    progress: ProgressCallback | None,
+) -> Callable[[list[tuple[int, GradeResult | CollimateError]]], bool]:
+    """Files a batch request's outcomes as they arrive; False once a ``"raise"`` batch failed."""
+    finished = 0
+
+    def take(chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
+        nonlocal finished
+        for index, outcome in chunk:
+            if isinstance(outcome, CollimateError):
+                errors[index] = outcome
+            else:
+                results[index] = outcome
+            _report_result(on_result, jobs, index, results, errors, on_infra_error)
+            finished += 1
+            if progress is not None:
+                progress(finished, len(jobs))
+        return not (errors and on_infra_error == "raise")
+
+    return take
+
+
 def _assemble(
     jobs: list[_Job],
     results: list[GradeResult | None],
@@ -122,7 +150,8 @@ def grade_batch(
         spec: one spec for all, or one per completion.
         seeds: ``None`` (fresh per exec), one seed for all (common random
             numbers), or one per completion.
-        concurrency: at most this many execs in flight.
+        concurrency: at most this many execs in flight (on our local node:
+            batch requests of that many grades, up to 64, one at a time).
         on_infra_error: ``"raise"`` (default: the lowest-index infrastructure
             error propagates after in-flight grades finish; resample the
             group), ``"zero"`` (that slot gets reward 0.0 with
@@ -151,6 +180,10 @@ def grade_batch(
     errors: dict[int, CollimateError] = {}
     if not jobs:
         return []
+    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
+    batched = grade_jobs_batched(client, jobs, recorder, per_request=concurrency, on_chunk=take)
+    if batched is not None:  # our node: one request
+        return _assemble(jobs, results, errors, on_infra_error)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs))) as pool:
         futures: dict[Future[GradeResult], int] = {
             pool.submit(_run_sync, client, job, recorder): i for i, job in enumerate(jobs)
@@ -211,6 +244,14 @@ async def agrade_batch(
     )
     results: list[GradeResult | None] = [None] * len(jobs)
     errors: dict[int, CollimateError] = {}
+    if not jobs:
+        return []
+    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
+    batched = await agrade_jobs_batched(
+        client, jobs, recorder, per_request=concurrency, on_chunk=take
+    )
+    if batched is not None:  # our node: one request
+        return _assemble(jobs, results, errors, on_infra_error)
     limiter = anyio.CapacityLimiter(concurrency)
     done = 0
 

@@ -68,6 +68,11 @@ class Admission:
             self._idle.set()
         return self._sem, self._idle
 
+    @property
+    def free(self) -> int:
+        """Places left (running slots plus queue) before work is refused."""
+        return max(0, self.max_inflight + self.max_queue - self._admitted)
+
     def check(self) -> None:
         """Raise :class:`AtCapacity` if a new exec would be refused now."""
         if self._admitted >= self.max_inflight + self.max_queue:
@@ -76,13 +81,38 @@ class Admission:
                 f"(max_inflight={self.max_inflight}, queue={self.max_queue}); retry later"
             )
 
+    def reserve(self, count: int) -> int:
+        """Admit up to ``count`` execs at once (a batch); how many were admitted.
+
+        They run in :meth:`slot` with ``reserved=True``; the caller gives the
+        places back with :meth:`release` once the whole batch has ended.
+        """
+        taken = min(count, self.free)
+        if taken:
+            _, idle = self._primitives()
+            self._admitted += taken
+            idle.clear()
+        return taken
+
+    def release(self, count: int = 1) -> None:
+        """Give back ``count`` places (a batch's, when it has ended)."""
+        _, idle = self._primitives()
+        self._admitted -= count
+        if self._admitted == 0:
+            idle.set()
+
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one running slot for the body; refuse at once when full."""
+    async def slot(self, *, reserved: bool = False) -> AsyncIterator[None]:
+        """Hold one running slot for the body; refuse at once when full.
+
+        ``reserved=True``: the place was taken by :meth:`reserve` (and is given
+        back by the batch).
+        """
         sem, idle = self._primitives()
-        self.check()
-        self._admitted += 1
-        idle.clear()
+        if not reserved:
+            self.check()
+            self._admitted += 1
+            idle.clear()
         try:
             await sem.acquire()
             self._running += 1
@@ -92,9 +122,8 @@ class Admission:
                 self._running -= 1
                 sem.release()
         finally:
-            self._admitted -= 1
-            if self._admitted == 0:
-                idle.set()
+            if not reserved:
+                self.release()
 
     async def wait_idle(self) -> None:
         """Return once nothing is running or queued."""

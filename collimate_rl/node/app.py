@@ -14,6 +14,8 @@ POST     /v1/sessions/{id}/fork        201    404, 409 session_busy, 410, 503
 POST     /v1/exec, /exec               200    400, 404 no_template, 503
 POST     /v1/templates                 201    400, 404 no_template, 409 template_exists,
                                               400 bake_failed, 503
+POST     /v1/exec/batch                200    400, 503 (per-item errors in the body)
+POST     /v1/sessions/delete           200    400
 =======  ============================  =====  ==========================================
 
 Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
@@ -46,6 +48,18 @@ Egress (docs/egress.md): ``POST /v1/sessions`` and ``POST /v1/exec`` take an
 ``<id>-net``); ``GET /v1/sessions/{id}`` of a networked session shows the
 policy and the proxy's counters under ``egress``.
 
+The batch extensions (GRPO groups in one request): ``POST /v1/exec/batch`` with
+``{"items": [{"session_id": id | null, "template_id", ...exec fields}, ...]}``
+(1..1024 items; no ``session_id``: a one-shot exec in ``template_id``) runs the
+items concurrently and answers 200 ``{"results": [...]}`` in item order, each an
+exec response or ``{"error", "error_code", "status"}`` (the status the single
+route would have answered). Admission takes a place per item, in order, while
+places (running slots plus queue) are free: none free is 503 ``at_capacity``
+for the batch (nothing ran), and items past the free places get
+``at_capacity`` as their own error (they did not run); admitted items wait for
+running slots. ``POST /v1/sessions/delete`` with ``{"session_ids": [...]}`` deletes them
+together and answers ``{"deleted": [...], "missing": [...]}``.
+
 >>> from collimate_rl.node.runtime.base import Isolation
 >>> class NoRuntime:
 ...     isolation = Isolation.NONE
@@ -53,8 +67,9 @@ policy and the proxy's counters under ``egress``.
 ...         return ["python3"]
 >>> app = create_app(NoRuntime())  # type: ignore[arg-type]
 >>> sorted(app.openapi()["paths"])  # doctest: +NORMALIZE_WHITESPACE
-['/v1/exec', '/v1/health', '/v1/sessions', '/v1/sessions/{session_id}',
- '/v1/sessions/{session_id}/exec', '/v1/sessions/{session_id}/fork', '/v1/templates']
+['/v1/exec', '/v1/exec/batch', '/v1/health', '/v1/sessions', '/v1/sessions/delete',
+ '/v1/sessions/{session_id}', '/v1/sessions/{session_id}/exec',
+ '/v1/sessions/{session_id}/fork', '/v1/templates']
 """
 
 from __future__ import annotations
@@ -80,6 +95,8 @@ from collimate_rl.node.errors import (
 from collimate_rl.node.models import (
     BakeRequest,
     BakeResponse,
+    BatchDeleteRequest,
+    BatchExecRequest,
     CreateSessionRequest,
     CreateSessionResponse,
     DeleteResponse,
@@ -219,6 +236,21 @@ async def fork_session(
 async def exec_once(req: OneShotExecRequest, node: NodeDep, request: Request) -> JSONResponse:
     """One-shot exec: create a session, run, and always delete it (also when the client leaves)."""
     return JSONResponse(await until_client_leaves(request.receive, node.exec_once(req)))
+
+
+@router.post("/v1/exec/batch", responses=_errors(400, 503), tags=["exec"])
+async def exec_batch(req: BatchExecRequest, node: NodeDep, request: Request) -> JSONResponse:
+    """Many execs in one request, each in its session or one-shot (local-node extension).
+
+    A client that disconnects first cancels every item still running.
+    """
+    return JSONResponse(await until_client_leaves(request.receive, node.exec_batch(req.items)))
+
+
+@router.post("/v1/sessions/delete", responses=_errors(400), tags=["sessions"])
+async def delete_sessions(req: BatchDeleteRequest, node: NodeDep) -> JSONResponse:
+    """Delete many sessions together (local-node extension)."""
+    return JSONResponse(await node.delete_many(req.session_ids))
 
 
 class BodyLimitMiddleware:

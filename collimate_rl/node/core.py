@@ -28,9 +28,9 @@ from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.models import (
     BakeRequest,
+    BatchExecItem,
     CreateSessionRequest,
     ExecRequest,
-    OneShotExecRequest,
 )
 from collimate_rl.node.runtime.base import (
     ExecOutcome,
@@ -292,13 +292,15 @@ class Node:
             self._busy -= 1
 
     @contextlib.asynccontextmanager
-    async def _admitted(self) -> AsyncIterator[None]:
+    async def _admitted(self, *, batched: bool = False) -> AsyncIterator[None]:
+        # A batch's items had their places reserved with the batch (see exec_batch).
         self._refuse_if_draining()
         try:
-            self.admission.check()  # no await between this check and the slot's own
+            if not batched:
+                self.admission.check()  # no await between this check and the slot's own
         except AtCapacity as exc:
             raise NodeError("at_capacity", str(exc)) from exc
-        async with self.admission.slot():
+        async with self.admission.slot(reserved=batched):
             yield
 
     # -- operations ------------------------------------------------------
@@ -426,25 +428,29 @@ class Node:
             ],
         }
 
-    async def exec_in_session(self, session_id: str, req: ExecRequest) -> dict[str, Any]:
+    async def exec_in_session(
+        self, session_id: str, req: ExecRequest, *, batched: bool = False
+    ) -> dict[str, Any]:
         """Run one exec in an existing session."""
         start = time.perf_counter()
         request_id = f"req_{secrets.token_hex(8)}"
         self._refuse_if_draining()
         spec = build_exec_spec(req)
         self.sessions.get(session_id)  # 404 before queueing
-        async with self._admitted(), self.sessions.using(session_id) as rec:
+        async with self._admitted(batched=batched), self.sessions.using(session_id) as rec:
             outcome = await self._run(rec, spec)
         return _exec_body(outcome, spec.seed, fork_ms=0.0, start=start, request_id=request_id)
 
-    async def exec_once(self, req: OneShotExecRequest) -> dict[str, Any]:
+    async def exec_once(self, req: ExecRequest, *, batched: bool = False) -> dict[str, Any]:
         """Create a session, exec once, and always delete it."""
         start = time.perf_counter()
         request_id = f"req_{secrets.token_hex(8)}"
         self._refuse_if_draining()
+        if req.template_id is None:
+            raise NodeError("bad_request", "template_id is required for a one-shot exec")
         spec = build_exec_spec(req)
         egress = self.egress_for(req.template_id, req.egress)
-        async with self._admitted():
+        async with self._admitted(batched=batched):
             rec, fork_ms, _ = await self.sessions.create(req.template_id, egress=egress)
             try:
                 async with self.sessions.using(rec.session_id):
@@ -452,6 +458,47 @@ class Node:
             finally:
                 await self.sessions.delete(rec.session_id)
         return _exec_body(outcome, spec.seed, fork_ms=fork_ms, start=start, request_id=request_id)
+
+    async def exec_batch(self, items: list[BatchExecItem]) -> dict[str, Any]:
+        """Run many execs concurrently; each item's result or error, in order.
+
+        Admission reserves a place per item, in order, as far as places are
+        free: 503 ``at_capacity`` (or ``draining``) for the whole batch when
+        none is, before anything ran; otherwise the items past the free places
+        get ``at_capacity`` as their own error (they did not run; safe to
+        resend). Admitted items wait for running slots like any exec. An item's
+        failure (an unknown session, a lost sandbox) is that item's
+        ``{"error", "error_code", "status"}``, never the batch's.
+        """
+        self._refuse_if_draining()
+        admitted = self.admission.reserve(len(items))
+        if not admitted:
+            try:
+                self.admission.check()
+            except AtCapacity as exc:
+                raise NodeError("at_capacity", str(exc)) from exc
+
+        async def one(index: int, item: BatchExecItem) -> dict[str, Any]:
+            try:
+                if index >= admitted:
+                    raise NodeError("at_capacity", "node at capacity: this batch item was shed")
+                if item.session_id is not None:
+                    return await self.exec_in_session(item.session_id, item, batched=True)
+                return await self.exec_once(item, batched=True)
+            except NodeError as exc:
+                return {"error": exc.message, "error_code": exc.code, "status": exc.status}
+
+        try:
+            results = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+        finally:
+            if admitted:
+                self.admission.release(admitted)
+        return {"results": list(results)}
+
+    async def delete_many(self, session_ids: list[str]) -> dict[str, Any]:
+        """Delete sessions; which were deleted and which did not exist."""
+        deleted = await self.sessions.delete_many(session_ids)
+        return {"deleted": deleted, "missing": [s for s in session_ids if s not in deleted]}
 
     async def _run(self, rec: SessionRecord, spec: ExecSpec) -> ExecOutcome:
         try:

@@ -19,10 +19,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from collimate_rl.node.egress.policy import EgressPolicy
 
 __all__ = [
+    "MAX_BATCH_ITEMS",
     "MAX_FORK_COUNT",
     "MAX_TIMEOUT_SECONDS",
     "BakeRequest",
     "BakeResponse",
+    "BatchDeleteRequest",
+    "BatchExecItem",
+    "BatchExecRequest",
     "CreateSessionRequest",
     "CreateSessionResponse",
     "DeleteResponse",
@@ -43,6 +47,8 @@ __all__ = [
 MAX_TIMEOUT_SECONDS: Final = 3600
 #: Largest fan-out of one ``POST /v1/sessions/{id}/fork``.
 MAX_FORK_COUNT: Final = 256
+#: Most items in one ``POST /v1/exec/batch`` or ``POST /v1/sessions/delete``.
+MAX_BATCH_ITEMS: Final = 1024
 
 _SEED_RE: Final = re.compile(r"[0-9a-fA-F]{64}")
 _SEED_PATTERN: Final = r"^[0-9a-fA-F]{64}$"
@@ -134,6 +140,26 @@ class OneShotExecRequest(ExecRequest):
     """``POST /v1/exec``: like :class:`ExecRequest` but ``template_id`` is required."""
 
     template_id: str = Field(min_length=1, max_length=256)
+
+
+class BatchExecItem(ExecRequest):
+    """One exec of a batch: in ``session_id``, or one-shot in ``template_id`` without it."""
+
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class BatchExecRequest(_Request):
+    """``POST /v1/exec/batch`` (a local-node extension): many execs in one request."""
+
+    items: list[BatchExecItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
+
+
+class BatchDeleteRequest(_Request):
+    """``POST /v1/sessions/delete`` (a local-node extension): delete many sessions."""
+
+    session_ids: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        min_length=1, max_length=MAX_BATCH_ITEMS
+    )
 
 
 class ForkRequest(_Request):

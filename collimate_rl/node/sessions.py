@@ -262,6 +262,12 @@ class SessionRegistry:
         await self._close_records([rec])
         return True
 
+    async def delete_many(self, session_ids: Iterable[str]) -> list[str]:
+        """Destroy the sessions that exist (together); the ids of those deleted."""
+        recs = [rec for sid in dict.fromkeys(session_ids) if (rec := self._sessions.pop(sid, None))]
+        await self._close_records(recs)
+        return [rec.session_id for rec in recs]
+
     async def discard(self, session_id: str) -> None:
         """Forget a session whose sandbox died, closing what is left of it."""
         await self.delete(session_id)
@@ -400,9 +406,14 @@ class SessionRegistry:
         await asyncio.gather(*(gate.close() for gate in gates), return_exceptions=True)
         await self._close_handles(rec.handle for rec in records)
 
-    @staticmethod
-    async def _close_handles(handles: Iterable[SessionHandle]) -> None:
-        closers: list[Awaitable[None]] = [h.close() for h in handles]
+    async def _close_handles(self, handles: Iterable[SessionHandle]) -> None:
+        handles = list(handles)
+        if not handles:
+            return
+        close_many = getattr(self.runtime, "close_sessions", None)  # one call for all
+        closers: list[Awaitable[None]] = (
+            [close_many(handles)] if close_many is not None else [h.close() for h in handles]
+        )
         results = await asyncio.gather(*closers, return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):

@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 import anyio
 
-from collimate_rl.errors import CollimateError
+from collimate_rl.errors import CollimateError, CollimateUsageError
 from collimate_rl.ray._client import (
     REFUSED,
+    BatchPart,
     Commands,
     Files,
     FleetClientBase,
@@ -29,6 +30,7 @@ from collimate_rl.ray._client import (
 )
 from collimate_rl.ray._directory import Directory, FleetNode
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
+from collimate_rl.ray._ids import fleet_id
 from collimate_rl.ray._router import (
     Placement,
     fleet_created,
@@ -39,6 +41,7 @@ from collimate_rl.ray._router import (
     no_healthy_node,
 )
 from collimate_rl.wire import AsyncCollimateClient
+from collimate_rl.wire._daemon_flows import BatchResult
 from collimate_rl.wire.models import (
     CreateSessionResponse,
     DeleteResponse,
@@ -282,6 +285,37 @@ class AsyncFleetClient(FleetClientBase):
         return fleet_forked(node.tag, forked)
 
     # -- lifecycle -----------------------------------------------------------------------
+
+    async def exec_batch(self, items: Sequence[Mapping[str, Any]]) -> list[BatchResult]:
+        """See :meth:`FleetClient.exec_batch`."""
+        parts, results = self._batch_plan(items)
+
+        async def send(part: BatchPart) -> None:
+            try:
+                got: list[BatchResult] | CollimateError = await self._on(
+                    part.node, None, lambda c: c.exec_batch(part.items)
+                )
+            except CollimateUsageError:
+                raise
+            except CollimateError as exc:
+                got = exc
+            self._batch_fill(results, part, got)
+
+        async with anyio.create_task_group() as group:
+            for part in parts.values():
+                group.start_soon(send, part)
+        return [r for r in results if r is not None]
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """See :meth:`FleetClient.delete_sessions`."""
+        deleted: list[str] = []
+        for tag, (node, sids) in self._deletions(self._router, session_ids).items():
+            try:
+                gone = await self._on(node, None, lambda c: c.delete_sessions(sids))  # noqa: B023 (called at once)
+            except CollimateError:
+                continue
+            deleted += [fleet_id(tag, sid) for sid in gone]
+        return deleted
 
     async def aclose(self) -> None:
         """Close the node clients' connections (idempotent)."""

@@ -23,10 +23,12 @@ collimate_rl.ray._errors.NoHealthyNodeError: no healthy node in the fleet to tak
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -38,7 +40,7 @@ from collimate_rl.errors import (
 )
 from collimate_rl.ray._directory import Directory, FleetNode
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
-from collimate_rl.ray._ids import split_id
+from collimate_rl.ray._ids import fleet_id, split_id
 from collimate_rl.ray._router import (
     Placement,
     Router,
@@ -51,6 +53,7 @@ from collimate_rl.ray._router import (
     unknown_node,
 )
 from collimate_rl.wire import CollimateClient
+from collimate_rl.wire._daemon_flows import BatchResult
 from collimate_rl.wire.models import (
     CreateSessionResponse,
     DeleteResponse,
@@ -63,6 +66,7 @@ from collimate_rl.wire.models import (
 
 __all__ = [
     "REFUSED",
+    "BatchPart",
     "Commands",
     "Files",
     "FleetClient",
@@ -106,6 +110,15 @@ def bake_spec(
     }
 
 
+@dataclasses.dataclass
+class BatchPart:
+    """The items of one batch that go to one node, and where their results belong."""
+
+    node: FleetNode
+    indices: list[int] = dataclasses.field(default_factory=list)
+    items: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
 class FleetClientBase:
     """Settings and routing shared by both fleet clients."""
 
@@ -130,6 +143,53 @@ class FleetClientBase:
             "retry_budget": retry_budget,
         }
         self._lock = threading.Lock()
+
+    def _batch_plan(
+        self, items: Sequence[Mapping[str, Any]]
+    ) -> tuple[dict[str, BatchPart], list[BatchResult | None]]:
+        """Split a batch by node: session items go where their session lives, one-shots are placed.
+
+        Returns the parts by node tag, and a result list with the items that
+        could not be routed already filled in (their node is lost or unknown).
+        """
+        parts: dict[str, BatchPart] = {}
+        results: list[BatchResult | None] = [None] * len(items)
+        for index, item in enumerate(items):
+            fields = dict(item)
+            try:
+                if fields.get("session_id") is not None:
+                    node, fields["session_id"] = self._router.locate(fields["session_id"])
+                else:
+                    node = self._router.choose("exec")
+            except CollimateUsageError:
+                raise
+            except CollimateError as exc:
+                results[index] = exc
+                continue
+            part = parts.setdefault(node.tag, BatchPart(node))
+            part.indices.append(index)
+            part.items.append(fields)
+        return parts, results
+
+    @staticmethod
+    def _batch_fill(
+        results: list[BatchResult | None], part: BatchPart, got: list[BatchResult] | CollimateError
+    ) -> None:
+        for n, index in enumerate(part.indices):
+            results[index] = got if isinstance(got, CollimateError) else got[n]
+
+    @staticmethod
+    def _deletions(
+        router: Router, session_ids: Sequence[str]
+    ) -> dict[str, tuple[FleetNode, list[str]]]:
+        by_node: dict[str, tuple[FleetNode, list[str]]] = {}
+        for session_id in session_ids:
+            try:
+                node, sid = router.locate(session_id)
+            except CollimateError:
+                continue  # like delete_session: an id that cannot be deleted is just not deleted
+            by_node.setdefault(node.tag, (node, []))[1].append(sid)
+        return by_node
 
     @property
     def directory(self) -> Directory:
@@ -405,6 +465,45 @@ class FleetClient(FleetClientBase):
         """Fork on the session's node: the children live where their parent does."""
         node, sid = self._router.locate(session_id)
         return fleet_forked(node.tag, self._on(node, None, lambda c: c.fork_session(sid, count)))
+
+    def exec_batch(self, items: Sequence[Mapping[str, Any]]) -> list[BatchResult]:
+        """Many execs in one call: one batch request per node, the nodes in parallel.
+
+        An item whose node is lost (or that could not be placed) gets that
+        error as its result, like any other per-item error.
+        """
+        parts, results = self._batch_plan(items)
+
+        def send(part: BatchPart) -> None:
+            try:
+                got: list[BatchResult] | CollimateError = self._on(
+                    part.node, None, lambda c: c.exec_batch(part.items)
+                )
+            except CollimateUsageError:
+                raise
+            except CollimateError as exc:
+                got = exc
+            self._batch_fill(results, part, got)
+
+        if len(parts) <= 1:
+            for part in parts.values():
+                send(part)
+        else:
+            with ThreadPoolExecutor(len(parts), thread_name_prefix="fleet-batch") as pool:
+                for future in [pool.submit(send, part) for part in parts.values()]:
+                    future.result()
+        return [r for r in results if r is not None]
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """Delete many sessions, one request per node; the fleet ids deleted."""
+        deleted: list[str] = []
+        for tag, (node, sids) in self._deletions(self._router, session_ids).items():
+            try:
+                gone = self._on(node, None, lambda c: c.delete_sessions(sids))  # noqa: B023 (called at once)
+            except CollimateError:
+                continue
+            deleted += [fleet_id(tag, sid) for sid in gone]
+        return deleted
 
     # -- lifecycle -----------------------------------------------------------------------
 

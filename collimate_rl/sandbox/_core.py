@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-__all__ = ["ClientCall", "Op", "Sleep", "adrive", "drive", "field_of", "to_dict"]
+__all__ = ["ClientCall", "Op", "Sleep", "adrive", "drive", "drive_batched", "field_of", "to_dict"]
 
 T = TypeVar("T")
 
@@ -66,6 +66,16 @@ def drive(op: Op[T], client: Any) -> T:
     """
     try:
         call = next(op)
+    except StopIteration as stop:
+        op.close()
+        value: T = stop.value
+        return value
+    return _drive_from(op, call, client)
+
+
+def _drive_from(op: Op[T], call: ClientCall | Sleep, client: Any) -> T:
+    """:func:`drive`, from a call ``op`` has already yielded."""
+    try:
         while True:
             if isinstance(call, Sleep):
                 time.sleep(call.seconds)
@@ -82,6 +92,69 @@ def drive(op: Op[T], client: Any) -> T:
         return value
     finally:
         op.close()
+
+
+def drive_batched(ops: list[Op[T]], client: Any) -> list[tuple[bool, Any]]:
+    """Run several operations; their first ``session_exec`` calls go in one ``exec_batch``.
+
+    On our local node that is one request for a whole fork group; elsewhere (no
+    ``exec_batch``, or a node answering 404 ``not_found``) every operation is
+    driven on its own, one after another. Returns ``(True, value)`` or
+    ``(False, exception)`` per operation, in order.
+    """
+    out: list[tuple[bool, Any] | None] = [None] * len(ops)
+    firsts: list[ClientCall | Sleep | None] = []
+    for i, op in enumerate(ops):
+        try:
+            firsts.append(next(op))
+        except StopIteration as stop:
+            op.close()
+            out[i] = (True, stop.value)
+            firsts.append(None)
+        except Exception as exc:
+            out[i] = (False, exc)
+            firsts.append(None)
+    batch = [
+        i for i, c in enumerate(firsts) if isinstance(c, ClientCall) and c.method == "session_exec"
+    ]
+    answers = _exec_batch(client, [firsts[i] for i in batch]) if len(batch) > 1 else None
+    sent = dict(zip(batch, answers, strict=True)) if answers is not None else {}
+    for i, op in enumerate(ops):
+        if out[i] is not None:
+            continue
+        try:
+            if i in sent:
+                answer = sent[i]
+                call = op.throw(answer) if isinstance(answer, Exception) else op.send(answer)
+            else:
+                call = firsts[i]  # type: ignore[assignment]
+            out[i] = (True, _drive_from(op, call, client))
+        except StopIteration as stop:
+            op.close()
+            out[i] = (True, stop.value)
+        except Exception as exc:
+            out[i] = (False, exc)
+    return [pair if pair is not None else (False, RuntimeError("not run")) for pair in out]
+
+
+def _exec_batch(client: Any, calls: list[Any]) -> list[Any] | None:
+    """The answers to ``session_exec`` calls, in one request; None if there is no such route."""
+    from collimate_rl.wire._extensions import (
+        forget_batch_route,
+        has_batch_route,
+        is_missing_route,
+    )
+
+    if not has_batch_route(client):
+        return None
+    items = [dict(call.kwargs, session_id=call.args[0]) for call in calls]
+    try:
+        return list(client.exec_batch(items))
+    except Exception as exc:
+        if is_missing_route(exc):
+            forget_batch_route(client)
+            return None
+        return [exc] * len(calls)
 
 
 async def adrive(op: Op[T], client: Any) -> T:

@@ -33,8 +33,9 @@ from collimate_rl.errors import (
     ForkShortError,
     GatewayError,
 )
-from collimate_rl.sandbox._core import ClientCall, Op, field_of, to_dict
+from collimate_rl.sandbox._core import ClientCall, Op, drive_batched, field_of, to_dict
 from collimate_rl.sandbox._result import ExecResult
+from collimate_rl.wire._extensions import has_batch_route
 
 __all__ = [
     "NODE_FORK_MAX",
@@ -47,6 +48,18 @@ __all__ = [
 
 class Member(Protocol):
     """What a :class:`ForkGroup` needs of a child (a :class:`~collimate_rl.sandbox.Sandbox`)."""
+
+    client: Any
+
+    def _exec_op(
+        self,
+        code: str | None = None,
+        *,
+        command: str | None = None,
+        commands: Sequence[Sequence[str]] | None = None,
+        files: Sequence[Mapping[str, str]] | None = None,
+        timeout_seconds: int | None = None,
+    ) -> Op[ExecResult]: ...
 
     def exec(
         self,
@@ -295,12 +308,33 @@ class ForkGroup(_GroupBase[M]):
     ) -> list[ExecResult | None]:
         """Run the same exec in every child, concurrently; results in child order.
 
+        On our local node the whole group goes in one ``exec_batch`` request;
+        elsewhere each child's exec is its own request, from a thread pool.
+
         Args:
             code, command, commands, files, timeout_seconds: as :meth:`Sandbox.exec`.
             concurrency: worker threads (default ``min(n, 24)``).
             on_infra_error: ``"raise"`` re-raises the first failure by position;
                 ``"none"`` puts ``None`` in a failed child's slot.
         """
+
+        mode = _check_mode(on_infra_error)
+        if not self.children:
+            return []
+        client = self.children[0].client
+        if all(child.client is client for child in self.children) and has_batch_route(client):
+            # our local node: the whole group in one request (see drive_batched)
+            ops = [
+                child._exec_op(
+                    code,
+                    command=command,
+                    commands=commands,
+                    files=files,
+                    timeout_seconds=timeout_seconds,
+                )
+                for child in self.children
+            ]
+            return _settle(drive_batched(ops, client), mode)
 
         def run(_: int, child: M) -> ExecResult:
             return child.exec(

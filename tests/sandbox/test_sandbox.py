@@ -237,6 +237,40 @@ def test_fork_group_exec_each_and_map(parent: Sandbox) -> None:
         assert [i for i, _ in ids] == [0, 1, 2]
 
 
+class CountingBatches:
+    """A real node client that counts its batch requests and single execs."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.batches = self.singles = 0
+
+    def exec_batch(self, items: Any) -> Any:
+        self.batches += 1
+        return self._client.exec_batch(items)
+
+    def session_exec(self, session_id: str, **kw: Any) -> Any:
+        self.singles += 1
+        return self._client.session_exec(session_id, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_fork_group_exec_each_is_one_request_on_our_node(node_client: Any) -> None:
+    client = node_client
+    counting = CountingBatches(client)
+    with Sandbox("python3", client=counting) as box, box.fork_group(3) as group:
+        results = group.exec_each(code="import os; print(len(os.environ['COLLIMATE_SEED']))")
+        assert [r.stdout if r else None for r in results] == ["64\n"] * 3
+        assert (counting.batches, counting.singles) == (1, 0)
+        client.delete_session(group[1].session_id or "")
+        results = group.exec_each(command="true", on_infra_error="none")
+        assert [r is None for r in results] == [False, True, False]
+        with pytest.raises(CollimateNotFoundError):
+            group.exec_each(command="true")
+        assert (counting.batches, counting.singles) == (3, 0)
+
+
 def test_fork_group_seed_modes(shell_client: ShellClient) -> None:
     with Sandbox("python3", client=shell_client) as box:
         with box.fork_group(3) as crn:

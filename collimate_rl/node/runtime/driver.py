@@ -765,11 +765,9 @@ class LocalSession:
         return list(children)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await self.close_bridges()
-        await self._host.kill([self._key])
+        await close_sessions([self])
+
+    def _forget_files(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.unlink()
         for suffix in (
@@ -784,6 +782,20 @@ class LocalSession:
     def _service_ports(self) -> tuple[int, ...]:
         service = self._host.spec.service
         return service.ports if service is not None else ()
+
+
+async def close_sessions(sessions: Sequence[LocalSession]) -> None:
+    """Close sessions together: one kill request per template's master, not one per session."""
+    by_host: dict[int, tuple[TemplateHost, list[LocalSession]]] = {}
+    for sess in sessions:
+        if not sess._closed:
+            sess._closed = True
+            by_host.setdefault(id(sess._host), (sess._host, []))[1].append(sess)
+    for host, group in by_host.values():
+        await asyncio.gather(*(sess.close_bridges() for sess in group))
+        await host.kill([sess._key for sess in group])
+        for sess in group:
+            sess._forget_files()
 
 
 # --------------------------------------------------------------------------
@@ -979,6 +991,12 @@ class LocalRuntime:
     async def _stop_host(self, host: TemplateHost) -> None:
         await host.stop()
         shutil.rmtree(host.dir, ignore_errors=True)
+
+    async def close_sessions(self, handles: Sequence[SessionHandle]) -> None:
+        """Close many sessions with one kill request per template (see :func:`close_sessions`)."""
+        ours = [h for h in handles if isinstance(h, LocalSession)]
+        others = [h for h in handles if not isinstance(h, LocalSession)]
+        await asyncio.gather(close_sessions(ours), *(h.close() for h in others))
 
     async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
         if self._closed:

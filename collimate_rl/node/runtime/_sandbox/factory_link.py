@@ -34,12 +34,15 @@ class FactoryLink:
     sel: selectors.BaseSelector
     factory_pid: int
     factory_ctl: socket.socket | None
+    factory_pending: bool
 
     def close_fds(self) -> None:
         raise NotImplementedError
 
     def start_factory(self) -> None:
         """Fork F; only before this server has read any request (F must be pristine).
+
+        Called when the first connection is ready to accept (nothing read yet).
 
         F is never re-created: a later fork of this server could carry earlier
         requests in its (freed, not zeroed) memory. If F dies, execs get no

@@ -4,7 +4,7 @@ Stdlib only, Python 3.10+, loaded by the supervisor (next to it, in the
 read-only ``/.collimate/sup``); importing it has no side effects.
 
 A template may declare a service (``cmd`` plus TCP ``ports``). Each isolated
-session of it then forks one *keeper* K right after the factory F. The
+session of it then forks one *keeper* K at start-up (F comes later). The
 session server does the privileged part (see ``SessionServer.start_service``
 in ``supervisor.py``): K binds one unix socket per declared port in the
 host-shared socket directory, brings the session's loopback up, then hides

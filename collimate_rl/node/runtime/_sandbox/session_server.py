@@ -87,6 +87,10 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         if self.networked:
             self.base_env.update(proxy_env())
         self.factory_pid = 0  # the pristine factory F (factory.py), 0 when none
+        # F starts when the first connection arrives, before anything is read from
+        # it: a session never used (an idle fork, a GRPO member forked ahead) costs
+        # one process, not two, and a fork of a group does not pay for F.
+        self.factory_pending = isolated
         self.factory_ctl: socket.socket | None = None
         self.service_pid = 0  # the service keeper K (service.py), 0 when none
         self.relay_pid = 0  # the egress relay R (egress_relay.py), 0 when none
@@ -167,6 +171,9 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         os._exit(0)
 
     def _accept(self) -> None:
+        if self.factory_pending:
+            self.factory_pending = False  # one attempt: F is never re-created
+            self.start_factory()  # this server has read nothing yet
         while True:
             try:
                 sock, _ = self.lsock.accept()

@@ -5,8 +5,9 @@ session: they join the parent's user and mount namespaces first), and in
 the new session server (pid 1 of its own user/pid/net/ipc/mount
 namespaces), which mounts its ``/proc``, its size-limited tmpfs with the
 overlay layers, ``/tmp``, ``/dev/shm`` and a private devpts, starts its
-factory F (and service keeper K, and for a networked session the egress
-relay R) before it reads any request, and serves.
+service keeper K (and for a networked session the egress relay R), and
+serves; its factory F starts at the first connection, before anything is read
+from it.
 The ``none`` driver's sessions are plain forks with a copied directory.
 """
 
@@ -218,9 +219,8 @@ class SessionSetup:
             gen=0,
             networked=network,
         )
-        freeze_heap(collect=False)
-        server.start_factory()  # before this server reads any request
-        server.start_service(key, self.sock_dir)
+        freeze_heap(collect=False, trim=False)
+        server.start_service(key, self.sock_dir)  # F starts at the first connection
         server.start_relay(key, self.sock_dir)
         os.write(w, b"ready\n")
         os.close(w)

@@ -36,7 +36,7 @@ class Sweeper:
                 os.kill(-1, signal.SIGKILL)
             except OSError:
                 return  # ESRCH: nothing else alive
-        else:
+        elif self.factory_pid:  # (never kill(0, ...): that is our own process group)
             try:
                 os.kill(self.factory_pid, signal.SIGCONT)
             except OSError:

@@ -1,0 +1,270 @@
+"""Grades sent to our local node in batches: one request per group, not one per exec.
+
+The node's ``POST /v1/exec/batch`` extension (``client.exec_batch``) runs many
+grading execs, each in its own session (a GRPO member) or one-shot. A client
+without the method, or a node answering that it has no such route (a real
+daemon, a gateway), gets ``None`` here and the caller grades exec by exec on
+the contract's routes. Everything else is the per-exec path's: the warm stub
+first and the full harness after a miss, the same frames, the same split of
+task failures (rewards) and infrastructure failures (exceptions, per item).
+
+>>> class NoBatch:
+...     pass
+>>> grade_jobs_batched(NoBatch(), [], None) is None
+True
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from collimate_rl.errors import (
+    CollimateCapacityError,
+    CollimateError,
+    CollimateTaskError,
+    CollimateTransportError,
+)
+from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed
+from collimate_rl.grading._grade_job import _Job, _prepare
+from collimate_rl.grading._grade_verdict import _finish, _infra, _task_failure
+from collimate_rl.grading.result import GradeResult
+from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
+
+if TYPE_CHECKING:
+    from collimate_rl.grading.specs import RewardSpec
+
+__all__ = [
+    "BATCH_ITEMS",
+    "BatchItem",
+    "agrade_jobs_batched",
+    "grade_items",
+    "grade_jobs_batched",
+    "supports_batches",
+]
+
+#: Most items per request (the node takes up to 1,024).
+BATCH_ITEMS = 64
+
+Outcome = GradeResult | CollimateError
+#: One grade of :func:`grade_items`: (completion, spec, seed, session id or None).
+BatchItem = tuple[str, "RewardSpec", "str | None", "str | None"]
+
+
+def supports_batches(client: Any) -> bool:
+    """Whether grades for ``client`` may go through ``exec_batch``."""
+    return has_batch_route(client)
+
+
+def _item(job: _Job, warm: bool) -> dict[str, Any]:
+    item = job.request(warm)
+    if job.session_id is not None:
+        item["session_id"] = job.session_id
+    else:
+        item["template_id"] = job.template
+    return item
+
+
+#: What the batch flow asks its driver: ``("send", items)`` -> the node's answers (or the
+#: exception the request raised); ``("sleep", seconds)`` -> None; ``("done", pairs)`` ->
+#: whether to go on.
+Ask = tuple[str, Any]
+_GONE = "the node's batch route disappeared"
+
+
+def _answers(client: Any, reply: Any, count: int) -> list[Any] | None:
+    """A request's answers, per item; None when the node has no batch route."""
+    if not isinstance(reply, BaseException):
+        return list(reply)
+    if is_missing_route(reply):
+        forget_batch_route(client)
+        return None
+    infra = _infra(reply)
+    if infra is None and isinstance(reply, RuntimeError):  # e.g. its client was closed
+        infra = CollimateTransportError(f"exec request failed: {reply}")
+        infra.__cause__ = reply
+    if infra is None:
+        raise reply
+    return [infra] * count
+
+
+def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any] | None]:
+    """Answers for ``jobs``: the warm stub where it may work, then the full program for misses.
+
+    Items the node shed (``at_capacity``: they did not run) are resent, like a
+    single exec's 503, up to the client's ``retries`` with its backoff.
+    """
+    warm = _WARM.warm(client)
+    reply = yield ("send", [_item(job, warm) for job in jobs])
+    answers = _answers(client, reply, len(jobs))
+    if answers is None:
+        return None
+    retries, backoff = int(getattr(client, "retries", 0)), float(getattr(client, "backoff", 0.15))
+    for attempt in range(retries):
+        shed = [i for i, r in enumerate(answers) if isinstance(r, CollimateCapacityError)]
+        if not shed:
+            break
+        yield ("sleep", random.uniform(0, backoff * 2**attempt))
+        reply = yield ("send", [_item(jobs[i], warm) for i in shed])
+        again = _answers(client, reply, len(shed)) or [CollimateError(_GONE)] * len(shed)
+        for i, answer in zip(shed, again, strict=True):
+            answers[i] = answer
+    if not warm:
+        return answers
+    missed = [i for i, r in enumerate(answers) if not isinstance(r, Exception) and _missed(r)]
+    if missed:
+        _WARM.missed(client)
+        reply = yield ("send", [_item(jobs[i], False) for i in missed])
+        again = _answers(client, reply, len(missed)) or [CollimateError(_GONE)] * len(missed)
+        for i, answer in zip(missed, again, strict=True):
+            answers[i] = answer
+    return answers
+
+
+def _outcome(job: _Job, response: Any, recorder: GradeRecorder | None) -> Outcome:
+    if isinstance(response, CollimateTaskError):
+        result = _task_failure(job, response)
+    elif isinstance(response, CollimateError):
+        return response
+    else:
+        result = _finish(job, response)
+    if recorder is not None:
+        recorder.record(
+            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
+        )
+    return result
+
+
+def _flow(
+    client: Any, jobs: Sequence[_Job], recorder: GradeRecorder | None, per_request: int
+) -> Generator[Ask, Any, list[Outcome | None] | None]:
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    step = max(1, min(per_request, BATCH_ITEMS))
+    for start in range(0, len(jobs), step):
+        chunk = list(jobs[start : start + step])
+        answers = yield from _request(client, chunk)
+        if answers is None:
+            if start == 0:
+                return None
+            answers = [CollimateError(_GONE)] * len(chunk)  # another node behind the URL?
+        done = [
+            (start + i, _outcome(job, answer, recorder))
+            for i, (job, answer) in enumerate(zip(chunk, answers, strict=True))
+        ]
+        for index, outcome in done:
+            outcomes[index] = outcome
+        if not (yield ("done", done)):
+            break
+    return outcomes
+
+
+OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
+
+
+def grade_jobs_batched(
+    client: Any,
+    jobs: Sequence[_Job],
+    recorder: GradeRecorder | None,
+    *,
+    per_request: int = BATCH_ITEMS,
+    on_chunk: OnChunk | None = None,
+) -> list[Outcome | None] | None:
+    """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
+
+    Requests of ``per_request`` items go one after another (so at most that
+    many execs are in flight). ``on_chunk`` gets each request's
+    ``(index, outcome)`` pairs as they arrive and returns False to stop (the
+    jobs not sent stay ``None``). ``None`` when the client or its node has no
+    batch route: nothing ran, grade exec by exec then.
+    """
+    if not supports_batches(client):
+        return None
+    flow = _flow(client, jobs, recorder, per_request)
+    reply: Any = None
+    try:
+        while True:
+            kind, value = flow.send(reply)
+            if kind == "send":
+                try:
+                    reply = client.exec_batch(value)
+                except Exception as exc:
+                    reply = exc
+            elif kind == "sleep":
+                time.sleep(value)
+                reply = None
+            else:
+                reply = on_chunk(value) if on_chunk is not None else True
+    except StopIteration as stop:
+        result: list[Outcome | None] | None = stop.value
+        return result
+
+
+async def agrade_jobs_batched(
+    client: Any,
+    jobs: Sequence[_Job],
+    recorder: GradeRecorder | None,
+    *,
+    per_request: int = BATCH_ITEMS,
+    on_chunk: OnChunk | None = None,
+) -> list[Outcome | None] | None:
+    """The async twin of :func:`grade_jobs_batched` (an async client's ``exec_batch``)."""
+    if not supports_batches(client):
+        return None
+    flow = _flow(client, jobs, recorder, per_request)
+    reply: Any = None
+    try:
+        while True:
+            kind, value = flow.send(reply)
+            if kind == "send":
+                try:
+                    reply = await client.exec_batch(value)
+                except Exception as exc:
+                    reply = exc
+            elif kind == "sleep":
+                await anyio.sleep(value)
+                reply = None
+            else:
+                reply = on_chunk(value) if on_chunk is not None else True
+    except StopIteration as stop:
+        result: list[Outcome | None] | None = stop.value
+        return result
+
+
+def grade_items(
+    client: Any,
+    template: str,
+    items: Sequence[BatchItem],
+    *,
+    timeout_seconds: float,
+    recorder: GradeRecorder | None = None,
+) -> list[Outcome] | None:
+    """Grade ``(completion, spec, seed, session_id)`` items in batches (e.g. a GRPO step).
+
+    Each item grades in its own session (or one-shot in ``template`` when its
+    session id is None). ``None`` when there is no batch route.
+
+    Raises:
+        CollimateUsageError: a bad item (before anything is sent).
+    """
+    if not supports_batches(client):
+        return None
+    jobs = [
+        _prepare(
+            template,
+            completion,
+            spec,
+            seed=seed,
+            timeout_seconds=timeout_seconds,
+            session_id=session_id,
+            extract=True,
+        )
+        for completion, spec, seed, session_id in items
+    ]
+    outcomes = grade_jobs_batched(client, jobs, recorder)
+    if outcomes is None:
+        return None
+    return [o if o is not None else CollimateError("not graded") for o in outcomes]
