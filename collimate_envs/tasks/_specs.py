@@ -30,22 +30,49 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from collimate_envs.tasks._model import (
+from collimate_envs.tasks._tests import (
     AssertTests,
     FunctionCallTests,
     IOTests,
     ProgramTests,
     PropertyTests,
-    Task,
+    TestSpec,
     UnitTests,
 )
 
 if TYPE_CHECKING:
     from collimate_rl.grading import RewardSpec
 
-__all__ = ["reward_spec_for", "single_argument_generator"]
+__all__ = ["GradedTask", "reward_spec_for", "single_argument_generator"]
+
+
+class GradedTask(Protocol):
+    """What a spec is built from: the parts of a :class:`~collimate_envs.tasks.Task` read here.
+
+    A protocol, so this module needs only the test descriptions and the task
+    model can call it (``Task.to_reward_spec``) without a circle.
+    """
+
+    @property
+    def tests(self) -> TestSpec: ...
+
+    @property
+    def entry_point(self) -> str | None: ...
+
+    @property
+    def starter_code(self) -> str | None: ...
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def language(self) -> str | None: ...
+
 
 # The body of the CustomReward script for multi-argument property tests; the header defines
 # REFERENCE, GENERATOR, ENTRY and K. Runs in the trusted harness, never in the candidate.
@@ -101,7 +128,7 @@ def single_argument_generator(generator: str) -> str | None:
     return None
 
 
-def _property_spec(task: Task, spec: PropertyTests, options: dict[str, Any]) -> RewardSpec:
+def _property_spec(task: GradedTask, spec: PropertyTests, options: dict[str, Any]) -> RewardSpec:
     from collimate_rl.grading import CustomReward, PropertyReward
 
     entry = task.entry_point or ""
@@ -115,7 +142,7 @@ def _property_spec(task: Task, spec: PropertyTests, options: dict[str, Any]) -> 
     return CustomReward(header + _PROPERTY_GRADER, entry=entry, **options)
 
 
-def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
+def reward_spec_for(task: GradedTask, **options: Any) -> RewardSpec:
     """The reward spec grading ``task`` (see the module table).
 
     Args:

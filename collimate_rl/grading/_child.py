@@ -274,7 +274,7 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 def _serve_as_spawned() -> None:
     """Entry of a process the node's factory spawned from this part: C, or else Z."""
     if os.environ.pop(ROLE_ENV, "") == "candidate":
-        _candidate_main([3, 1, 2, 4])  # fds: see _harness._factory_spawn
+        _candidate_main([3, 1, 2, 4])  # fds: see _spawner._factory_spawn
     _zygote_main(3)
 
 

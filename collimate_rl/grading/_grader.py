@@ -1,4 +1,4 @@
-"""Part 4 of the shipped harness: comparisons, grading modes and T's ``main``.
+"""Part 5 of the shipped harness: comparisons, grading modes and T's ``main``.
 
 Stdlib only; runs only in the trusted process T. See :mod:`._harness`.
 """
@@ -26,13 +26,12 @@ from ._child import (  # collimate: strip
 )
 from ._codec import decode  # collimate: strip
 from ._harness import (  # collimate: strip
-    ZYGOTE_PART_END,
     CandidateError,
     Reply,
     Runner,
     _candidate_exception,
-    _Zygote,
 )
+from ._spawner import ZYGOTE_PART_END, _Zygote  # collimate: strip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
