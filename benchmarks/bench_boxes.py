@@ -71,23 +71,34 @@ def _inner(args: argparse.Namespace) -> int:  # pragma: no cover - runs in the c
     pkg = importlib.util.module_from_spec(spec)
     sys.modules["collimate_sandbox"] = pkg
     spec.loader.exec_module(pkg)
-    from collimate_sandbox import common, hardening, seccomp, syscalls as sc
+    from collimate_sandbox import common, hardening, seccomp
+    from collimate_sandbox import syscalls as sc
     from collimate_sandbox.home import Home, open_ns
     from collimate_sandbox.members import Member, Members
 
     for name in ("json", "re", "typing", "dataclasses", "traceback", "ast", "socket"):
         __import__(name)
-    ballast = [compile(f"def f{i}(x):\n    return [i * x for i in range(10)]\n", "<b>", "exec")
-               for i in range(3000)]  # ~ the warm harness and preloads
+    ballast = [
+        compile(f"def f{i}(x):\n    return [i * x for i in range(10)]\n", "<b>", "exec")
+        for i in range(3000)
+    ]  # ~ the warm harness and preloads
     home = Home.enter()
     common.freeze_heap()
     members = Members(home, 1 << 30)
     filt = seccomp.build_seccomp_filter()
     caps = sc.cap_last()
-    limits = {"cpu_seconds": 60, "address_space_bytes": 4 << 30, "processes": 64,
-              "file_size_bytes": 256 << 20, "open_files": 256}
-    work = compile("def add(a, b):\n    return a + b\nfor i in range(200):\n"
-                   "    assert add(i, 1) == i + 1\n", "<work>", "exec")
+    limits = {
+        "cpu_seconds": 60,
+        "address_space_bytes": 4 << 30,
+        "processes": 64,
+        "file_size_bytes": 256 << 20,
+        "open_files": 256,
+    }
+    work = compile(
+        "def add(a, b):\n    return a + b\nfor i in range(200):\n    assert add(i, 1) == i + 1\n",
+        "<work>",
+        "exec",
+    )
     unshare_net = sc.CLONE_NEWNET
     sc.unshare(unshare_net)
     slot = open_ns("net")

@@ -9,6 +9,7 @@ import gymnasium as gym
 from collimate_envs import info as keys
 from collimate_envs._backend import Backend
 from collimate_envs._grading import grade_or_flag
+from collimate_envs._language import prompt_for
 from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
 from collimate_envs._tasks import TaskChooser
 from collimate_envs.spaces import completion_space, prompt_space
@@ -53,7 +54,8 @@ class CodeEnv(gym.Env[str, str]):
     ## Arguments
     ``task_set`` (a bundled set name, a JSONL path or a ``TaskSet``; default
     ``"collimate-basic"``), ``difficulty`` (filter), ``template`` (default
-    ``"python3"``), ``seed_mode`` (``vanilla`` | ``crn`` | ``deterministic``),
+    ``"python3"``; a language template such as ``"cpp"`` grades that language, with
+    stdin/stdout task sets such as ``"collimate-polyglot"``), ``seed_mode`` (``vanilla`` | ``crn`` | ``deterministic``),
     ``base_seed``, ``timeout_seconds``, ``on_infra_error``, ``client`` or
     ``base_url`` / ``api_key`` / ``unix_socket`` (default: the embedded local
     node), ``render_mode`` (``"ansi"``).
@@ -111,8 +113,9 @@ class CodeEnv(gym.Env[str, str]):
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._task = self.tasks.choose(self.np_random, options)
-        self._last = {"prompt": self._task.prompt}
-        return self._task.prompt, {keys.TASK_ID: self._task.task_id}
+        prompt = prompt_for(self._task, self.template)
+        self._last = {"prompt": prompt}
+        return prompt, {keys.TASK_ID: self._task.task_id}
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._task is None:

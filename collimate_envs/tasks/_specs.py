@@ -9,7 +9,9 @@ task tests                  reward spec
                             (``all_or_nothing=True`` unless given). Both take the task's
                             ``starter_code`` (HumanEval's prompt)
 :class:`FunctionCallTests`  ``FunctionCallReward(fn_name, [{"input": args, "output": json}])``
-:class:`IOTests`            ``IOReward([{"input": stdin, "output": stdout}])``
+:class:`IOTests`            ``IOReward([{"input": stdin, "output": stdout}])`` (the task's
+                            ``language`` if it has one, else the template decides)
+:class:`ProgramTests`       ``MultiPLEReward(prompt, tests, language, stop_tokens=...)``
 :class:`PropertyTests`      ``PropertyReward`` when each input is one argument; otherwise a
                             ``CustomReward`` script that splats the argument tuple
 ==========================  =================================================================
@@ -28,21 +30,49 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from collimate_envs.tasks._model import (
+from collimate_envs.tasks._tests import (
     AssertTests,
     FunctionCallTests,
     IOTests,
+    ProgramTests,
     PropertyTests,
-    Task,
+    TestSpec,
     UnitTests,
 )
 
 if TYPE_CHECKING:
     from collimate_rl.grading import RewardSpec
 
-__all__ = ["reward_spec_for", "single_argument_generator"]
+__all__ = ["GradedTask", "reward_spec_for", "single_argument_generator"]
+
+
+class GradedTask(Protocol):
+    """What a spec is built from: the parts of a :class:`~collimate_envs.tasks.Task` read here.
+
+    A protocol, so this module needs only the test descriptions and the task
+    model can call it (``Task.to_reward_spec``) without a circle.
+    """
+
+    @property
+    def tests(self) -> TestSpec: ...
+
+    @property
+    def entry_point(self) -> str | None: ...
+
+    @property
+    def starter_code(self) -> str | None: ...
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def language(self) -> str | None: ...
+
 
 # The body of the CustomReward script for multi-argument property tests; the header defines
 # REFERENCE, GENERATOR, ENTRY and K. Runs in the trusted harness, never in the candidate.
@@ -98,7 +128,7 @@ def single_argument_generator(generator: str) -> str | None:
     return None
 
 
-def _property_spec(task: Task, spec: PropertyTests, options: dict[str, Any]) -> RewardSpec:
+def _property_spec(task: GradedTask, spec: PropertyTests, options: dict[str, Any]) -> RewardSpec:
     from collimate_rl.grading import CustomReward, PropertyReward
 
     entry = task.entry_point or ""
@@ -112,7 +142,7 @@ def _property_spec(task: Task, spec: PropertyTests, options: dict[str, Any]) -> 
     return CustomReward(header + _PROPERTY_GRADER, entry=entry, **options)
 
 
-def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
+def reward_spec_for(task: GradedTask, **options: Any) -> RewardSpec:
     """The reward spec grading ``task`` (see the module table).
 
     Args:
@@ -149,5 +179,21 @@ def reward_spec_for(task: Task, **options: Any) -> RewardSpec:
             cases.append({"input": list(args), "output": json.dumps(expected)})
         return FunctionCallReward(spec.fn_name, cases, **options)
     if isinstance(spec, IOTests):
-        return IOReward([{"input": i, "output": o} for i, o in spec.cases], **options)
+        io_options: dict[str, Any] = {"language": task.language}
+        if spec.memory_limit_bytes is not None:
+            io_options["memory_limit_bytes"] = spec.memory_limit_bytes
+        cases = [{"input": i, "output": o} for i, o in spec.cases]
+        return IOReward(cases, **{**io_options, **options})
+    if isinstance(spec, ProgramTests):
+        from collimate_rl.grading import MultiPLEReward
+
+        assert task.language is not None  # Task checks it
+        return MultiPLEReward(
+            task.prompt,
+            spec.tests,
+            task.language,
+            stop_tokens=spec.stop_tokens,
+            name=task.task_id,
+            **options,
+        )
     return _property_spec(task, spec, options)

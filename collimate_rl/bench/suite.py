@@ -6,6 +6,8 @@ throughput per task set, against skyrl-gym's grader and unisolated runners), ``f
 grading threads, live sessions). A ``targets`` table sums up the project's goals.
 ``cluster`` (a fleet on a simulated Ray cluster of 1, 2, 3 nodes: routing overhead and a
 cluster model) runs only when asked for, and is skipped when Ray is not installed.
+``languages`` (grade p50 and throughput per language, and the language warm-ups) runs only
+when named in ``--only``: it compiles hundreds of programs.
 
 ``--quick`` is a CI-sized run (well under a minute on 2 idle cores); the default is the full
 run recorded in ``benchmarks/README.md``. Output: rich tables, or ``--json`` / ``--markdown``.
@@ -26,15 +28,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from collimate_rl.bench import cluster, forks, grpo, latency, scaling
+from collimate_rl.bench import cluster, forks, grpo, languages, latency, scaling
 from collimate_rl.bench.cpu import CpuMeter
 from collimate_rl.bench.report import Report, Section, load_average, machine_info
 from collimate_rl.bench.targets import targets_section
 
 __all__ = ["DEFAULT_SECTIONS", "FULL", "QUICK", "SECTIONS", "Plan", "main", "parse_args", "run"]
 
-SECTIONS = ("latency", "grpo", "forks", "memory", "scaling", "cluster")
-#: What a run without ``--only`` measures (``cluster`` starts Ray: on request only).
+SECTIONS = ("latency", "grpo", "forks", "memory", "scaling", "cluster", "languages")
+#: What a run without ``--only`` measures (``cluster`` starts Ray, ``languages`` compiles
+#: hundreds of programs: on request only).
 DEFAULT_SECTIONS = ("latency", "grpo", "forks", "memory", "scaling")
 #: The unisolated runners' threads: one per core, as many as the node runs execs at once.
 _CORES = os.cpu_count() or 2
@@ -61,6 +64,8 @@ class Plan:
     session_samples: int
     session_seconds: float
     cluster: cluster.ClusterPlan = cluster.FULL_CLUSTER
+    language_samples: int = 32
+    warm_up_samples: int = 10
 
 
 QUICK = Plan(
@@ -81,6 +86,8 @@ QUICK = Plan(
     session_samples=15,
     session_seconds=0.5,
     cluster=cluster.QUICK_CLUSTER,
+    language_samples=4,
+    warm_up_samples=3,
 )
 
 FULL = Plan(
@@ -135,7 +142,8 @@ def _section_list(text: str) -> list[str]:
     unknown = [name for name in names if name not in SECTIONS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown section(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(SECTIONS)}"
+            f"unknown section(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(SECTIONS)}"
         )
     return names
 
@@ -237,6 +245,11 @@ def _run_sections(
                     node_pid=node.pid,
                 )
             )
+        if "languages" in only:
+            sections.append(
+                languages.languages_section(client, plan.language_samples, plan.workers, progress)
+            )
+            sections.append(languages.warm_up_section(client, plan.warm_up_samples, progress))
         client.close()
 
 

@@ -31,6 +31,7 @@ from collimate_envs.tasks import (
     AssertTests,
     FunctionCallTests,
     IOTests,
+    ProgramTests,
     PropertyTests,
     Task,
     UnitTests,
@@ -144,6 +145,8 @@ def plain_program(task: Task, completion: str) -> str:
             generator=tests.generator,
             entry=task.entry_point,
         )
+    if isinstance(tests, ProgramTests):  # MultiPL-E: the program checks itself
+        raise ValueError("plain_program grades Python tasks; MultiPL-E rows are whole programs")
     return _IO.format(cases=list(tests.cases), code=code)
 
 

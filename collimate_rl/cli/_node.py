@@ -33,18 +33,22 @@ def health(args: argparse.Namespace, out: Output) -> int:
 
 def _template_rows(client: Any) -> list[dict[str, Any]]:
     if callable(getattr(client, "templates", None)):
-        return [{"id": t} for t in client.templates()]
+        ids = client.templates()
+        missing = getattr(ids, "unavailable", {})  # built-in templates the node lacks, and why
+        rows: list[dict[str, Any]] = [{"id": t} for t in ids]
+        return rows + [{"id": t, "unavailable": why} for t, why in sorted(missing.items())]
     return [dict(t.raw) for t in client.list_templates()]  # the gateway's catalog
 
 
 def templates(args: argparse.Namespace, out: Output) -> int:
-    """List the templates sessions can start from."""
+    """List the templates sessions can start from, and the built-in ones this node lacks."""
     with open_client(args, out.note) as client:
         rows = _template_rows(client)
     if out.json_mode:
         out.emit_json({"templates": rows})
         return OK
-    columns = [c for c in ("id", "name", "image", "phase") if any(c in r for r in rows)] or ["id"]
+    known = ("id", "name", "image", "phase", "unavailable")
+    columns = [c for c in known if any(c in r for r in rows)] or ["id"]
     out.table(columns, [[r.get(c) for c in columns] for r in rows], title="templates")
     return OK
 

@@ -21,6 +21,8 @@ from collimate_rl.grading.grade import (
     grade_batch,
 )
 from collimate_rl.grading.ground_truth import FORMATS, reward_spec_from_ground_truth
+from collimate_rl.grading.languages import LANGUAGES, Language, language
+from collimate_rl.grading.multipl_e import MultiPLEReward
 from collimate_rl.grading.replay import ReplayRecorder, ReplayReport, ReplayRow, replay
 from collimate_rl.grading.result import TEST_STATUSES, GradeResult, TestOutcome
 from collimate_rl.grading.specs import (
@@ -35,12 +37,15 @@ from collimate_rl.grading.specs import (
 
 __all__ = [
     "FORMATS",
+    "LANGUAGES",
     "TEST_STATUSES",
     "CustomReward",
     "FunctionCallReward",
     "GradeResult",
     "IOReward",
     "InfraErrorMode",
+    "Language",
+    "MultiPLEReward",
     "ProgressCallback",
     "PropertyReward",
     "ReplayRecorder",
@@ -55,6 +60,7 @@ __all__ = [
     "extract_code",
     "grade",
     "grade_batch",
+    "language",
     "replay",
     "reward_spec_from_ground_truth",
     "spec_from_dict",

@@ -29,20 +29,13 @@ from collimate_rl.errors import (
     CollimateTaskError,
     CollimateTransportError,
 )
-from collimate_rl.grading.grade import (
-    _WARM,
-    _finish,
-    _infra,
-    _Job,
-    _missed,
-    _prepare,
-    _task_failure,
-)
+from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed
+from collimate_rl.grading._grade_job import _Job, _prepare
+from collimate_rl.grading._grade_verdict import _finish, _infra, _task_failure
 from collimate_rl.grading.result import GradeResult
 from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
 
 if TYPE_CHECKING:
-    from collimate_rl.grading.replay import ReplayRecorder
     from collimate_rl.grading.specs import RewardSpec
 
 __all__ = [
@@ -132,13 +125,16 @@ def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any]
     return answers
 
 
-def _outcome(job: _Job, response: Any, recorder: ReplayRecorder | None) -> Outcome:
+def _outcome(job: _Job, response: Any, recorder: GradeRecorder | None) -> Outcome:
     if isinstance(response, CollimateTaskError):
         result = _task_failure(job, response)
     elif isinstance(response, CollimateError):
         return response
     else:
-        result = _finish(job, response)
+        try:
+            result = _finish(job, response)
+        except CollimateError as exc:  # e.g. the sandbox lacks the language's toolchain
+            return exc  # per item, as on the per-exec path
     if recorder is not None:
         recorder.record(
             job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
@@ -147,7 +143,7 @@ def _outcome(job: _Job, response: Any, recorder: ReplayRecorder | None) -> Outco
 
 
 def _flow(
-    client: Any, jobs: Sequence[_Job], recorder: ReplayRecorder | None, per_request: int
+    client: Any, jobs: Sequence[_Job], recorder: GradeRecorder | None, per_request: int
 ) -> Generator[Ask, Any, list[Outcome | None] | None]:
     outcomes: list[Outcome | None] = [None] * len(jobs)
     step = max(1, min(per_request, BATCH_ITEMS))
@@ -175,7 +171,7 @@ OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
 def grade_jobs_batched(
     client: Any,
     jobs: Sequence[_Job],
-    recorder: ReplayRecorder | None,
+    recorder: GradeRecorder | None,
     *,
     per_request: int = BATCH_ITEMS,
     on_chunk: OnChunk | None = None,
@@ -213,7 +209,7 @@ def grade_jobs_batched(
 async def agrade_jobs_batched(
     client: Any,
     jobs: Sequence[_Job],
-    recorder: ReplayRecorder | None,
+    recorder: GradeRecorder | None,
     *,
     per_request: int = BATCH_ITEMS,
     on_chunk: OnChunk | None = None,
@@ -247,7 +243,7 @@ def grade_items(
     items: Sequence[BatchItem],
     *,
     timeout_seconds: float,
-    recorder: ReplayRecorder | None = None,
+    recorder: GradeRecorder | None = None,
 ) -> list[Outcome] | None:
     """Grade ``(completion, spec, seed, session_id)`` items in batches (e.g. a GRPO step).
 

@@ -17,6 +17,7 @@ import marshal
 import os
 import sys
 
+from ._child_exec import _exec_program, _set_limits  # collimate: strip
 from ._codec import Unserializable, decode, encode  # collimate: strip
 
 try:
@@ -241,7 +242,11 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
             except Exception:
                 pass
         return reply
+    if op == "exec":  # a compiler or a built candidate (see _child_exec)
+        return _exec_program(request)
     if op == "run":
+        if request.get("limits"):
+            _set_limits(request["limits"])
         module = type(sys)("__main__")
         module.__file__ = CANDIDATE_FILE
         sys.modules["__main__"] = module
@@ -269,7 +274,7 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 def _serve_as_spawned() -> None:
     """Entry of a process the node's factory spawned from this part: C, or else Z."""
     if os.environ.pop(ROLE_ENV, "") == "candidate":
-        _candidate_main([3, 1, 2, 4])  # fds: see _harness._factory_spawn
+        _candidate_main([3, 1, 2, 4])  # fds: see _spawner._factory_spawn
     _zygote_main(3)
 
 

@@ -1,4 +1,4 @@
-"""Part 4 of the shipped harness: comparisons, grading modes and T's ``main``.
+"""Part 5 of the shipped harness: comparisons, grading modes and T's ``main``.
 
 Stdlib only; runs only in the trusted process T. See :mod:`._harness`.
 """
@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from ._build import grade_program_exit, prepare_program, run_case  # collimate: strip
 from ._child import (  # collimate: strip
     _PR_SET_DUMPABLE,
     DEFAULT_SEED,
@@ -25,13 +26,12 @@ from ._child import (  # collimate: strip
 )
 from ._codec import decode  # collimate: strip
 from ._harness import (  # collimate: strip
-    ZYGOTE_PART_END,
     CandidateError,
     Reply,
     Runner,
     _candidate_exception,
-    _Zygote,
 )
+from ._spawner import ZYGOTE_PART_END, _Zygote  # collimate: strip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ class Grader:
         self.total = 0
         self.reward: float | None = None
         self.error: str | None = None
+        self.extra: dict[str, Any] = {}  # more frame fields (compile_error, toolchain_missing)
 
     def record(
         self, name: str, status: str, detail: str = "", shown_input: str | None = None
@@ -159,6 +160,7 @@ class Grader:
             "property": self._property,
             "io": self._io,
             "custom": self._custom,
+            "program_exit": lambda: grade_program_exit(self),
         }[kind]
         handler()
 
@@ -211,8 +213,12 @@ class Grader:
     def _io(self) -> None:
         p = self.payload
         strip, tol = bool(p.get("strip_whitespace", True)), p.get("float_tolerance")
+        if not prepare_program(self, len(p["cases"])):  # another language: build it once
+            return
         for index, case in enumerate(p["cases"]):
-            reply = self.runner.run_program(case["stdin"])
+            reply = run_case(self, case["stdin"])
+            if reply is None:  # the sandbox lacks the program's runtime
+                return
             ok = reply.status == "ok" and _io_same(
                 reply.stdout, case["expected"], strip=strip, tol=tol
             )
@@ -592,4 +598,5 @@ def grade_payload(
         frame["reward"] = grader.reward
     if grader.error:
         frame["error"] = grader.error
+    frame.update(grader.extra)
     return frame

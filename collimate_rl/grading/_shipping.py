@@ -1,8 +1,8 @@
 """How the in-sandbox harness gets into the sandbox: assembled, compacted, or already warm.
 
-The harness is five stdlib-only parts (``_prologue``, ``_codec``, ``_child``,
-``_harness``, ``_grader``) joined into one program. An exec carries it in one
-of two forms:
+The harness is eight stdlib-only parts (``_prologue``, ``_codec``, ``_child_exec``,
+``_child``, ``_spawner``, ``_harness``, ``_build``, ``_grader``) joined into one program. An
+exec carries it in one of two forms:
 
 * the **warm stub** (a few hundred bytes): the prologue, then a call into the
   module ``collimate_harness`` that the local node defined in its template
@@ -54,8 +54,17 @@ HARNESS_MISS = "COLLIMATE_HARNESS_MISS"
 MISS_EXIT_CODE = 3
 
 #: The harness parts, in shipping order; Z runs codec + child (see ``_harness``).
-_PARTS = ("_prologue", "_codec", "_child", "_harness", "_grader")
-_ZYGOTE_PARTS = ("_codec", "_child")
+_PARTS = (
+    "_prologue",
+    "_codec",
+    "_child_exec",
+    "_child",
+    "_spawner",
+    "_harness",
+    "_build",
+    "_grader",
+)
+_ZYGOTE_PARTS = ("_codec", "_child_exec", "_child")
 # Run on its own (in T, which defines _ZYGOTE_CODE first, it only defines), the child
 # part serves as Z, or as C when the factory spawned it for that (see _harness).
 _ZYGOTE_TRAILER = """
@@ -126,7 +135,7 @@ def warm_module() -> tuple[str, str]:
 
 
 def marshal_tag() -> str:
-    # must match _harness._marshal_tag and the node's factory.marshal_tag
+    # must match _spawner._marshal_tag and the node's factory.marshal_tag
     return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
 
 

@@ -17,11 +17,13 @@ import textwrap
 from typing import Literal
 
 from collimate_rl.grading._pysource import SourceInfo, describe, is_incomplete, parse
+from collimate_rl.grading.languages import FENCE_TAGS
 
 __all__ = ["extract_code"]
 
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*\{?\.?([^\s`{}]*)")
 _ALIASES = {"python": ("python", "py", "python3", "py3", "python2", "ipython", "pycon")}
+_ALIASES.update(FENCE_TAGS)  # type: ignore[arg-type]  # c, cpp, java, javascript, rust, bash, go
 #: A column-0 line that continues the statement above it rather than starting one.
 _CONTINUES = re.compile(r"^(?:[)\]}]|(?:else|elif|except|finally)\b)")
 #: Lines that start a statement even when broken (a missing colon is code, not prose).

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.grading._pysource import parse, parse_or_error
+from collimate_rl.grading.multipl_e import ROW_KEYS as MULTIPL_E_KEYS
+from collimate_rl.grading.multipl_e import MultiPLEReward
 from collimate_rl.grading.specs import (
     LCB_PRELUDE,
     FunctionCallReward,
@@ -31,7 +33,7 @@ from collimate_rl.grading.specs import (
 __all__ = ["FORMATS", "GroundTruthFormat", "reward_spec_from_ground_truth"]
 
 GroundTruthFormat = Literal[
-    "auto", "lcb", "prime", "humaneval", "mbpp", "asserts", "unit", "property"
+    "auto", "lcb", "prime", "humaneval", "mbpp", "asserts", "unit", "property", "multipl_e"
 ]
 
 #: What each ``format`` expects (also the text of the error for a bad row).
@@ -45,6 +47,8 @@ FORMATS: dict[str, str] = {
     "asserts": "a list of assert statements (strings), or one string of test code",
     "unit": "a list of {'input', 'expected'} records (collimate 0.8.0)",
     "property": "{'reference', 'generator', 'k'?, 'entry'?} (collimate 0.8.0)",
+    "multipl_e": "MultiPL-E: {'name', 'language', 'prompt', 'tests', 'stop_tokens'} "
+    "(program = prompt + completion + tests; pass = exit code 0; forgeable by design)",
 }
 
 
@@ -141,6 +145,7 @@ def reward_spec_from_ground_truth(
         "asserts": _asserts,
         "unit": _unit,
         "property": _property,
+        "multipl_e": _multipl_e,
     }
     if fmt not in builders:
         raise CollimateUsageError(
@@ -161,6 +166,8 @@ def reward_spec_from_ground_truth(
 def _detect(data: Any) -> str:
     if isinstance(data, Mapping):
         keys = set(data)
+        if set(MULTIPL_E_KEYS) <= keys:
+            return "multipl_e"
         if {"prompt", "test", "entry_point"} <= keys:
             return "humaneval"
         if "test_list" in keys:
@@ -302,3 +309,9 @@ def _property(data: Any, entry: str | None, all_or_nothing: bool) -> RewardSpec:
         entry=entry or str(data.get("entry", "solve")),
         all_or_nothing=all_or_nothing,
     )
+
+
+def _multipl_e(data: Any, entry: str | None, all_or_nothing: bool) -> RewardSpec:
+    if not isinstance(data, Mapping):
+        raise _bad("multipl_e", "not a row object")
+    return MultiPLEReward.from_row(data, all_or_nothing=all_or_nothing)

@@ -13,9 +13,10 @@ from typing import Any
 __all__ = ["TEST_STATUSES", "GradeResult", "TestOutcome"]
 
 #: Per-test statuses: ``pass``; ``fail`` (wrong answer); ``error`` (the
-#: candidate raised or answered something unreadable); ``timeout``; ``crash``
-#: (the candidate's process died).
-TEST_STATUSES = ("pass", "fail", "error", "timeout", "crash")
+#: candidate raised, exited non-zero or answered something unreadable);
+#: ``timeout``; ``crash`` (the candidate's process died); ``compile_error``
+#: (the candidate's program does not compile; one outcome for the grade).
+TEST_STATUSES = ("pass", "fail", "error", "timeout", "crash", "compile_error")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +71,10 @@ class GradeResult:
         error: why there is no (full) verdict, if so.
         output_digest: sha256 of the verdict (without its nonce); equal
             digests mean the harness saw the same thing. Used by replay.
+        forgeable: the spec's tests run inside the candidate's own process
+            (``MultiPLEReward``: pass means exit code 0), so a candidate can
+            fake a pass. A trainer should not trust such a reward against an
+            adversarial policy.
     """
 
     reward: float
@@ -86,6 +91,12 @@ class GradeResult:
     infra_error: bool = False
     error: str | None = None
     output_digest: str | None = None
+    forgeable: bool = False
+
+    @property
+    def compile_error(self) -> bool:
+        """The candidate's program did not compile (it scored 0)."""
+        return any(t.status == "compile_error" for t in self.tests)
 
     @property
     def ok(self) -> bool:

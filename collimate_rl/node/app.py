@@ -83,7 +83,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from collimate_rl import __version__
+from collimate_rl._version import __version__
 from collimate_rl.node.auth import BearerTokenMiddleware
 from collimate_rl.node.core import Node, NodeConfig
 from collimate_rl.node.disconnect import ClientGone, on_client_gone, until_client_leaves

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from collimate_rl import __version__
+from collimate_rl._version import __version__
 from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.egress.policy import OPEN, EgressPolicy
 from collimate_rl.node.egress.settings import EgressSettings
@@ -315,6 +315,7 @@ class Node:
             "max_inflight": self.admission.max_inflight,
             "queued": self.admission.queued,
             "templates": list(self.runtime.templates()),
+            "unavailable_templates": dict(getattr(self.runtime, "unavailable_templates", dict)()),
             "version": __version__,
             "isolation": str(getattr(isolation, "value", isolation)),
         }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import os
 import shutil
 import signal
@@ -33,6 +32,7 @@ import httpx
 
 from collimate_rl._bearer import bearer_headers, new_token
 from collimate_rl.errors import CollimateError
+from collimate_rl.wire.daemon import CollimateClient
 
 __all__ = ["LocalNode"]
 
@@ -315,11 +315,10 @@ class LocalNode:
         """A ``collimate_rl.wire.CollimateClient`` connected to this node (closed on stop)."""
         if self._proc is None:
             raise CollimateError("LocalNode is not running; use it as a context manager")
-        client_cls: Any = importlib.import_module("collimate_rl.wire").CollimateClient
         if self.socket_path is not None:
-            client = client_cls(unix_socket=str(self.socket_path), **kwargs)
+            client = CollimateClient(unix_socket=str(self.socket_path), **kwargs)
         else:
-            client = client_cls(base_url=self.base_url, **{"token": self.token, **kwargs})
+            client = CollimateClient(base_url=self.base_url, **{"token": self.token, **kwargs})
         self._clients.append(client)
         return client
 

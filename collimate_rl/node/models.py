@@ -169,7 +169,11 @@ class ForkRequest(_Request):
 
 
 class HealthResponse(_Response):
-    """``GET /v1/health``."""
+    """``GET /v1/health``.
+
+    ``unavailable_templates`` (a local-node extension): built-in templates this node does
+    not offer, and why, e.g. ``{"go": "`go` not found on the PATH (...)"}``.
+    """
 
     status: Literal["ok", "draining"]
     sessions: int
@@ -177,6 +181,7 @@ class HealthResponse(_Response):
     max_inflight: int
     queued: int
     templates: list[str]
+    unavailable_templates: dict[str, str] = {}
     version: str
     isolation: str
 

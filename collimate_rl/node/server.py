@@ -145,12 +145,15 @@ def make_runtime(
     factory: str | RuntimeFactory | None = None,
     share_site_packages: bool = False,
     sandbox_uid: int | None = None,
+    languages: str | None = None,
 ) -> Runtime:
     """Build the runtime: ``factory`` (a callable or ``"module:callable"``) or the real one.
 
     ``isolation`` ``None``/``"auto"`` means bwrap on Linux. ``share_site_packages``
     exposes the node's site-packages read-only in the sandboxes (docs/services.md).
     ``sandbox_uid`` is the host uid sandboxes run as (default: the runtime's own pick).
+    ``languages`` picks the built-in language templates (``"auto"``: every toolchain
+    found; ``"none"``; or ``"c,cpp,java"``).
     """
     if isolation == "auto":
         isolation = None
@@ -171,6 +174,8 @@ def make_runtime(
     extra: dict[str, Any] = {"share_site_packages": True} if share_site_packages else {}
     if sandbox_uid is not None:
         extra["sandbox_uid"] = sandbox_uid
+    if languages is not None:
+        extra["languages"] = languages
     runtime: Runtime = factory(isolation, state_dir=state_dir, **extra)
     return runtime
 
@@ -250,6 +255,7 @@ def serve(
     share_site_packages: bool = False,
     token: str | None = None,
     sandbox_uid: int | None = None,
+    languages: str | None = None,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -267,6 +273,7 @@ def serve(
             sandboxes (operator opt-in, see docs/services.md).
         token: require ``Authorization: Bearer <token>`` on every request.
         sandbox_uid: the host uid sandboxes run as (when the node is root).
+        languages: the built-in language templates to offer (see :func:`make_runtime`).
 
     Example (blocks, so not run here)::
 
@@ -298,6 +305,7 @@ def serve(
                 factory=runtime_factory,
                 share_site_packages=share_site_packages,
                 sandbox_uid=sandbox_uid,
+                languages=languages,
             )
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
@@ -434,6 +442,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="host uid the sandboxes run as when the node is root (default: the first uid "
         "from 2000000000 up that no account, group or subordinate id range uses)",
     )
+    p.add_argument(
+        "--languages",
+        default=None,
+        metavar="LIST",
+        help="built-in language templates: auto (every toolchain found, the default), none, "
+        "or a comma list such as c,cpp,java (env COLLIMATE_LANGUAGES)",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -517,6 +532,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             share_site_packages=args.share_site_packages,
             token=token,
             sandbox_uid=args.sandbox_uid,
+            languages=args.languages,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback

@@ -182,9 +182,12 @@ class SessionRegistry:
         """Raise ``no_template`` (404) unless the runtime knows ``template_id``."""
         known = self.runtime.templates()
         if template_id not in known:
+            why = dict(getattr(self.runtime, "unavailable_templates", dict)()).get(template_id)
             raise NodeError(
                 "no_template",
-                f"unknown template {template_id!r}; available: {', '.join(sorted(known))}",
+                f"template {template_id!r} is not available on this node: {why}"
+                if why
+                else f"unknown template {template_id!r}; available: {', '.join(sorted(known))}",
             )
 
     # -- create / delete -------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import os
 import shutil
 import tempfile
@@ -27,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from collimate_rl.ray._janitor import _OWNER_LOCK, clear_host_folder
 from collimate_rl.ray._janitor import spawn as spawn_janitor
 
 __all__ = [
@@ -37,9 +37,6 @@ __all__ = [
     "sweep_stale_hosts",
 ]
 
-log = logging.getLogger("collimate_rl.ray")
-
-_OWNER_LOCK: Final = "owner.lock"
 #: The session-surface calls :meth:`NodeHost.call` forwards (the Ray-transport path).
 HOST_METHODS: Final = frozenset(
     {"health", "create_session", "delete_session", "session_exec", "exec_once", "fork_session"}
@@ -95,39 +92,6 @@ def sweep_stale_hosts(root: Path) -> int:
     Only folders whose owner lock exists and is free are touched.
     """
     return sum(1 for folder in sorted(root.glob("hn*")) if clear_host_folder(folder))
-
-
-def clear_host_folder(folder: Path) -> bool:
-    """Recover and remove one host's folder if its host is dead and its node stopped.
-
-    Recovery is a restarted node's (the run's processes, mounts, memory cgroups,
-    sockets); a folder whose owner lock is held, or whose node still runs (e.g. it
-    drains after its host died), is left alone. Returns whether it was removed.
-    """
-    from collimate_rl.node.runtime._recovery import StateDirBusy, claim_state_dir
-
-    try:
-        fd = os.open(folder / _OWNER_LOCK, os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return False  # being created, already removed, or not a host's
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # a live host
-        for state in folder.glob("*/state"):
-            try:
-                claim, _ = claim_state_dir(state)
-            except StateDirBusy:
-                return False
-            except OSError:
-                continue
-            claim.release()
-        shutil.rmtree(folder, ignore_errors=True)
-        log.warning("removed %s, left by a fleet node that died without stopping", folder)
-        return True
-    finally:
-        os.close(fd)
 
 
 class NodeHost:

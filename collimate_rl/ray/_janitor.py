@@ -19,14 +19,23 @@ Run by :func:`spawn`: ``python -m collimate_rl.ray._janitor FOLDER NODE_PID NODE
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
-__all__ = ["main", "spawn"]
+__all__ = ["clear_host_folder", "main", "spawn"]
+
+log = logging.getLogger("collimate_rl.ray")
+
+#: The lock file a live host holds in its folder (see ``_host``).
+_OWNER_LOCK: Final = "owner.lock"
 
 #: How long a janitor waits for a draining node to exit before giving up on it.
 _PATIENCE_SECONDS = 900.0
@@ -72,7 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         while os.read(fd, 1):
             pass
     from collimate_rl.node.runtime._recovery import process_start
-    from collimate_rl.ray._host import clear_host_folder
 
     deadline = time.monotonic() + _PATIENCE_SECONDS
     while folder.exists() and time.monotonic() < deadline:
@@ -81,6 +89,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             break
         time.sleep(0.5)
     return 0
+
+
+def clear_host_folder(folder: Path) -> bool:
+    """Recover and remove one host's folder if its host is dead and its node stopped.
+
+    Recovery is a restarted node's (the run's processes, mounts, memory cgroups,
+    sockets); a folder whose owner lock is held, or whose node still runs (e.g. it
+    drains after its host died), is left alone. Returns whether it was removed.
+    """
+    from collimate_rl.node.runtime._recovery import StateDirBusy, claim_state_dir
+
+    try:
+        fd = os.open(folder / _OWNER_LOCK, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False  # being created, already removed, or not a host's
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live host
+        for state in folder.glob("*/state"):
+            try:
+                claim, _ = claim_state_dir(state)
+            except StateDirBusy:
+                return False
+            except OSError:
+                continue
+            claim.release()
+        shutil.rmtree(folder, ignore_errors=True)
+        log.warning("removed %s, left by a fleet node that died without stopping", folder)
+        return True
+    finally:
+        os.close(fd)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@
 '42\\n'
 """
 
+from collimate_rl.sandbox._async_sandbox import AsyncSandbox
 from collimate_rl.sandbox._files import DOWNLOAD_MAX_BYTES, UPLOAD_CHUNK_CHARS
 from collimate_rl.sandbox._forkgroup import NODE_FORK_MAX, AsyncForkGroup, ForkGroup
+from collimate_rl.sandbox._operations import WARM_FORK_MS
 from collimate_rl.sandbox._result import ExecResult
-from collimate_rl.sandbox._sandbox import WARM_FORK_MS, AsyncSandbox, Sandbox
+from collimate_rl.sandbox._sandbox import Sandbox
 
 __all__ = [
     "DOWNLOAD_MAX_BYTES",

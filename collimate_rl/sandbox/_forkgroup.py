@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
@@ -35,9 +35,7 @@ from collimate_rl.errors import (
 )
 from collimate_rl.sandbox._core import ClientCall, Op, drive_batched, field_of, to_dict
 from collimate_rl.sandbox._result import ExecResult
-
-if TYPE_CHECKING:
-    from collimate_rl.sandbox._sandbox import AsyncSandbox, Sandbox
+from collimate_rl.wire._extensions import has_batch_route
 
 __all__ = [
     "NODE_FORK_MAX",
@@ -47,8 +45,57 @@ __all__ = [
     "fork_op",
 ]
 
+
+class Member(Protocol):
+    """What a :class:`ForkGroup` needs of a child (a :class:`~collimate_rl.sandbox.Sandbox`)."""
+
+    client: Any
+
+    def _exec_op(
+        self,
+        code: str | None = None,
+        *,
+        command: str | None = None,
+        commands: Sequence[Sequence[str]] | None = None,
+        files: Sequence[Mapping[str, str]] | None = None,
+        timeout_seconds: int | None = None,
+    ) -> Op[ExecResult]: ...
+
+    def exec(
+        self,
+        code: str | None = None,
+        *,
+        command: str | None = None,
+        commands: Sequence[Sequence[str]] | None = None,
+        files: Sequence[Mapping[str, str]] | None = None,
+        timeout_seconds: int | None = None,
+    ) -> ExecResult: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncMember(Protocol):
+    """What an :class:`AsyncForkGroup` needs of a child (an ``AsyncSandbox``)."""
+
+    async def exec(
+        self,
+        code: str | None = None,
+        *,
+        command: str | None = None,
+        commands: Sequence[Sequence[str]] | None = None,
+        files: Sequence[Mapping[str, str]] | None = None,
+        timeout_seconds: int | None = None,
+    ) -> ExecResult: ...
+
+    async def aclose(self) -> None: ...
+
+
 T = TypeVar("T")
 S = TypeVar("S")
+# The children's type; the sandbox module names it (``ForkGroup[Sandbox]``), so
+# this module, which the sandbox module imports, need not import it back.
+M = TypeVar("M", bound=Member)
+AM = TypeVar("AM", bound=AsyncMember)
 
 #: The most children the local node forks in one call (its ``MAX_FORK_COUNT``).
 NODE_FORK_MAX: Final = 256
@@ -227,7 +274,7 @@ class _GroupBase(Generic[S]):
         return f"{type(self).__name__}(width={len(self.children)})"
 
 
-class ForkGroup(_GroupBase["Sandbox"]):
+class ForkGroup(_GroupBase[M]):
     """``n`` forked children of one sandbox; the parent is never closed by the group.
 
     Made by :meth:`Sandbox.fork_group`. Supports ``len``, iteration and
@@ -271,8 +318,6 @@ class ForkGroup(_GroupBase["Sandbox"]):
                 ``"none"`` puts ``None`` in a failed child's slot.
         """
 
-        from collimate_rl.wire._extensions import has_batch_route  # (wire imports sandbox)
-
         mode = _check_mode(on_infra_error)
         if not self.children:
             return []
@@ -291,7 +336,7 @@ class ForkGroup(_GroupBase["Sandbox"]):
             ]
             return _settle(drive_batched(ops, client), mode)
 
-        def run(_: int, child: Sandbox) -> ExecResult:
+        def run(_: int, child: M) -> ExecResult:
             return child.exec(
                 code,
                 command=command,
@@ -304,7 +349,7 @@ class ForkGroup(_GroupBase["Sandbox"]):
 
     def map(
         self,
-        fn: Callable[[int, Sandbox], T],
+        fn: Callable[[int, M], T],
         *,
         concurrency: int | None = None,
         on_infra_error: str = "raise",
@@ -333,7 +378,7 @@ class ForkGroup(_GroupBase["Sandbox"]):
         with ThreadPoolExecutor(max_workers=_workers(len(self), None)) as pool:
             list(pool.map(lambda child: child.close(), self.children))
 
-    def __enter__(self) -> ForkGroup:
+    def __enter__(self) -> ForkGroup[M]:
         return self
 
     def __exit__(
@@ -345,7 +390,7 @@ class ForkGroup(_GroupBase["Sandbox"]):
         self.close()
 
 
-class AsyncForkGroup(_GroupBase["AsyncSandbox"]):
+class AsyncForkGroup(_GroupBase[AM]):
     """The async twin of :class:`ForkGroup` (made by :meth:`AsyncSandbox.fork_group`).
 
     >>> import anyio
@@ -372,7 +417,7 @@ class AsyncForkGroup(_GroupBase["AsyncSandbox"]):
     ) -> list[ExecResult | None]:
         """See :meth:`ForkGroup.exec_each`; ``concurrency`` bounds in-flight execs."""
 
-        async def run(_: int, child: AsyncSandbox) -> ExecResult:
+        async def run(_: int, child: AM) -> ExecResult:
             return await child.exec(
                 code,
                 command=command,
@@ -385,7 +430,7 @@ class AsyncForkGroup(_GroupBase["AsyncSandbox"]):
 
     async def map(
         self,
-        fn: Callable[[int, AsyncSandbox], Awaitable[T]],
+        fn: Callable[[int, AM], Awaitable[T]],
         *,
         concurrency: int | None = None,
         on_infra_error: str = "raise",
@@ -411,7 +456,7 @@ class AsyncForkGroup(_GroupBase["AsyncSandbox"]):
         """Delete every child (best effort, never raises). The parent stays."""
         limiter = anyio.CapacityLimiter(_workers(len(self), None))
 
-        async def close_one(child: AsyncSandbox) -> None:
+        async def close_one(child: AM) -> None:
             async with limiter:
                 await child.aclose()
 
@@ -419,7 +464,7 @@ class AsyncForkGroup(_GroupBase["AsyncSandbox"]):
             for child in self.children:
                 tg.start_soon(close_one, child)
 
-    async def __aenter__(self) -> AsyncForkGroup:
+    async def __aenter__(self) -> AsyncForkGroup[AM]:
         return self
 
     async def __aexit__(

@@ -21,6 +21,7 @@ from collimate_rl.wire._core import (
     run_async,
     run_sync,
 )
+from collimate_rl.wire._environments import environment_factories
 from collimate_rl.wire._transport import async_send, sync_send
 
 __all__ = ["AsyncClientBase", "ClientBase", "SyncClientBase", "check_url"]
@@ -109,12 +110,12 @@ class SyncClientBase(ClientBase):
     ) -> Any:
         """An environment (template + declared width) as a context manager that releases it.
 
-        Delegates to :func:`collimate_rl.templates.environment`, imported on use so the
-        wire layer does not depend on the layer above it.
+        Made by :func:`collimate_rl.templates.environment`, which the layer above
+        provides (see :mod:`collimate_rl.wire._environments`): the wire layer does
+        not import it.
         """
-        from collimate_rl.templates import environment
-
-        return environment(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
+        make = environment_factories()[0]
+        return make(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
 
     def close(self) -> None:
         """Close the pooled connections (idempotent)."""
@@ -155,11 +156,8 @@ class AsyncClientBase(ClientBase):
         secrets: Any = None,
     ) -> Any:
         """The async twin of :meth:`SyncClientBase.env` (returns an ``AsyncEnv``)."""
-        from collimate_rl.templates import environment_async
-
-        return await environment_async(
-            self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets
-        )
+        make = environment_factories()[1]
+        return await make(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
 
     async def aclose(self) -> None:
         """Close the pooled connections (idempotent)."""

@@ -27,6 +27,7 @@ from collimate_rl.wire.models import (
     ForkResponse,
     Health,
     SessionInfo,
+    TemplateList,
 )
 
 __all__ = [
@@ -59,9 +60,9 @@ def health(ctx: CallContext) -> Flow[Health]:
 
 
 def templates(ctx: CallContext) -> Flow[list[str]]:
-    """The node's template ids, from its health object."""
+    """The node's template ids, from its health object (a :class:`TemplateList`)."""
     info = yield from health(ctx)
-    return [str(t) for t in info.templates]
+    return TemplateList((str(t) for t in info.templates), info.unavailable_templates)
 
 
 def images_unsupported() -> CollimateError:

@@ -14,7 +14,7 @@ JSON.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -30,6 +30,7 @@ __all__ = [
     "SessionInfo",
     "StateResponse",
     "TemplateInfo",
+    "TemplateList",
     "Usage",
     "WireModel",
 ]
@@ -123,6 +124,31 @@ class Health(WireModel):
     def draining(self) -> bool:
         """The node is draining: send new work elsewhere."""
         return self.status == "draining"
+
+    @property
+    def unavailable_templates(self) -> dict[str, str]:
+        """Built-in templates the node does not offer, and why (the local node says; ``{}``)."""
+        raw = self.raw.get("unavailable_templates")
+        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+
+
+class TemplateList(list[str]):
+    """``templates()``: the template ids, a plain list, plus why others are missing.
+
+    ``unavailable`` maps a built-in template the node does not offer to the reason, such as
+    the binary it did not find (``{"go": "`go` not found on the PATH (...)"}``); it is empty
+    from a node that does not report it.
+
+    >>> ids = TemplateList(["python3", "cpp"], {"go": "`go` not found on the PATH"})
+    >>> ids == ["python3", "cpp"], ids.unavailable["go"]
+    (True, '`go` not found on the PATH')
+    """
+
+    def __init__(
+        self, ids: Iterable[str] = (), unavailable: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(ids)
+        self.unavailable: dict[str, str] = dict(unavailable or {})
 
 
 @dataclass(frozen=True, eq=False)

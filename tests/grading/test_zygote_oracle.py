@@ -180,7 +180,7 @@ def test_the_fallback_still_grades_without_a_factory(fake: Any) -> None:
 @pytest.fixture
 def full_program_client(client: Any) -> Iterator[Any]:
     """The node's client, made to ship the full program (as after a warm-stub miss)."""
-    grade_module = sys.modules["collimate_rl.grading.grade"]
+    grade_module = sys.modules["collimate_rl.grading._grade_exec"]
     grade_module._WARM.missed(client)
     try:
         yield client
@@ -216,7 +216,7 @@ def test_the_node_runs_the_warm_harness_from_a_short_stub(client: Any) -> None:
     stub = client.exec_once(TEMPLATE, code=program.warm_code, files=program.files)
     assert _shipping.HARNESS_MISS not in stub["stdout"], stub
     assert SPEC.read_frame(stub["stdout"], json.loads(program.files[0]["content"])["nonce"])
-    grade_module = sys.modules["collimate_rl.grading.grade"]
+    grade_module = sys.modules["collimate_rl.grading._grade_exec"]
     result = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
     assert result.reward == 1.0 and _origin(result.output_tail) == "warm", result
     assert grade_module._WARM.warm(client)

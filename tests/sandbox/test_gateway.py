@@ -256,6 +256,47 @@ def test_env_on_the_node_double() -> None:
         client.close()
 
 
+def test_client_env_is_environment(gateway: tuple[FakeGateway, GatewayClient]) -> None:
+    """``client.env(...)`` (a wire method) makes the templates layer's Env, same decisions."""
+    fake, client = gateway
+    with client.env("python3", width=4, ready=Ready(cmd="true"), secrets=["T"]) as env:
+        assert isinstance(env, Env) and env.releasable and env.secret_refs == ["T"]
+        with env.sandbox() as box:
+            assert box.exec(command="echo via-client").stdout == "via-client\n"
+    assert sum(p.endswith("/release") for _, p, _ in fake.calls) == 1
+
+
+def test_client_env_on_the_real_node(node_client: Any) -> None:
+    with node_client.env("python3", width=2) as env:
+        assert isinstance(env, Env) and env.id == "python3" and not env.releasable
+
+
+@pytest.mark.anyio
+async def test_async_client_env_is_environment_async() -> None:
+    fake = FakeGateway(key("demo"))
+    server, url = fake.serve()
+    client = AsyncGatewayClient(key("demo"), base_url=url, retries=0)
+    try:
+        async with await client.env("python3", width=2, name="n") as env:
+            assert isinstance(env, AsyncEnv) and env.id == "python3"
+    finally:
+        await client.aclose()
+        server.shutdown()
+        server.server_close()
+        fake.close()
+
+
+def test_client_env_without_the_templates_layer_says_what_to_do(
+    gateway: tuple[FakeGateway, GatewayClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collimate_rl.wire import _environments
+
+    monkeypatch.setattr(_environments, "_provided", [])
+    _, client = gateway
+    with pytest.raises(CollimateUsageError, match="import collimate_rl"):
+        client.env("python3")
+
+
 # -------------------------------------------------------------------- bakes
 
 

@@ -13,12 +13,15 @@ Built-in template: ``"python3"`` (alias ``"py"``), the node's own Python with
 numpy importable, warm (a fork-server; ``code`` execs run in a forked,
 pre-imported interpreter). Under ``bwrap`` every built-in template also has a
 networked twin ``"<id>-net"`` (same container; sessions with the egress relay,
-see docs/egress.md).
+see docs/egress.md). Language templates (``c``, ``cpp``, ``java``,
+``javascript``, ``rust``, ``bash``, ``go``), one per toolchain found on the
+host, start on first use (:mod:`.languages`).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from .base import (
@@ -86,6 +89,7 @@ def create_runtime(
     memory_limit_bytes: int | None = None,
     share_site_packages: bool = False,
     light_sessions: bool = True,
+    languages: str | Sequence[str] | None = None,
 ) -> LocalRuntime:
     """Build (not start) the node's runtime; ``await runtime.start()`` next.
 
@@ -105,6 +109,10 @@ def create_runtime(
     ``light_sessions``: sessions without a service or network are records in
     their template's master, run in boxes by its workers (``docs/fast-path.md``);
     ``False`` gives every session a server process of its own.
+    ``languages``: the built-in language templates offered (``None``: the
+    ``COLLIMATE_LANGUAGES`` environment variable, default ``"auto"``, every
+    toolchain found; ``"none"``; or names such as ``["c", "cpp"]``). Each
+    starts on first use; see :mod:`.languages`.
     """
     uid = resolve_sandbox_uid(sandbox_uid)
     if isolation is None:
@@ -123,6 +131,7 @@ def create_runtime(
             sandbox_uid=uid,
             memory_limit_bytes=memory_limit_bytes,
             share_site_packages=share_site_packages,
+            languages=languages,
         )
     status = detect_bwrap(uid)
     if not status.usable:
@@ -136,4 +145,5 @@ def create_runtime(
         memory_limit_bytes=memory_limit_bytes,
         share_site_packages=share_site_packages,
         light_sessions=light_sessions,
+        languages=languages,
     )

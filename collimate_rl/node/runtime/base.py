@@ -97,6 +97,10 @@ class TemplateSpec:
             and reach the node's egress proxy through a relay on their own
             loopback (``bwrap`` driver; the node applies each session's
             policy, see docs/egress.md).
+        binds: host paths shown read-only at the same path inside (a
+            toolchain outside ``/usr``, e.g. a Rust sysroot under ``/root``).
+        path: directories put on ``PATH``, after the node's Python.
+        limits: this template's exec limits (``None``: the runtime's).
     """
 
     template_id: str
@@ -106,6 +110,9 @@ class TemplateSpec:
     env: tuple[tuple[str, str], ...] = ()
     service: ServiceSpec | None = None
     network: bool = False
+    binds: tuple[Path, ...] = ()
+    path: tuple[str, ...] = ()
+    limits: Limits | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from .base import (
     TemplateSpec,
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
+from .languages import LanguageTemplates
 from .sandbox_uid import resolve_sandbox_uid
 from .workers import WorkerPool, exec_header, grade_of, grade_request
 
@@ -168,6 +169,11 @@ def _site_dirs() -> list[Path]:
         if path.is_dir() and not path.is_relative_to(base) and path not in out:
             out.append(path)
     return out
+
+
+def _search_path(python_bin: str, extra: Sequence[str]) -> str:
+    """A sandbox's PATH: the node's Python first, then the template's toolchains."""
+    return ":".join([python_bin, *extra, "/usr/local/bin", "/usr/bin", "/bin"])
 
 
 #: Where shared site-packages appear inside a sandbox (``/opt/collimate/venv/<i>``).
@@ -385,7 +391,7 @@ class TemplateHost:
             "preload": list(DEFAULT_PRELOAD)
             + [m for m in spec.preload if m not in DEFAULT_PRELOAD],
             "env": [list(kv) for kv in spec.env],
-            "limits": _limits_dict(self.runtime.limits),
+            "limits": _limits_dict(self.spec.limits or self.runtime.limits),
             "layers": layers,
             "base_env": base_env,
             "sys_path": sys_path,
@@ -406,6 +412,7 @@ class TemplateHost:
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
             *self.runtime.site_dirs,
+            *self.spec.binds,
         ]
 
     def _bwrap_argv(self, fds: bw.FdSet) -> list[str]:
@@ -433,13 +440,15 @@ class TemplateHost:
             lowers.insert(0, dest)
         if not lowers:
             lowers = ["/.collimate/empty"]
+        for bind in self.spec.binds:  # a toolchain outside /usr, at its own path
+            argv += ["--ro-bind", str(bind), str(bind)]
         argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", "/", "--clearenv"]
         argv += ["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             argv += ["--setenv", var, "1"]  # a preloaded numpy must not start threads
         base_env = {
-            "PATH": "/opt/collimate/bin:/usr/local/bin:/usr/bin:/bin",
+            "PATH": _search_path("/opt/collimate/bin", self.spec.path),
             "HOME": "/sandbox",
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
@@ -480,7 +489,7 @@ class TemplateHost:
         none_root.mkdir()
         site = [str(d.parent) for d in _numpy_dirs()[:1]]
         base_env = {
-            "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": _search_path(str(bindir), self.spec.path),
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "OPENBLAS_NUM_THREADS": "1",
@@ -871,11 +880,14 @@ class LocalRuntime:
         memory_limit_bytes: int | None = None,
         share_site_packages: bool = False,
         light_sessions: bool = True,
+        languages: Sequence[str] | str | None = None,
     ) -> None:
         self.isolation = isolation
         #: sessions without a service or network are records run in boxes (docs/fast-path.md);
         #: False: every session gets its own server (the design before; tests of it use this)
         self.light_sessions = light_sessions
+        #: the built-in language templates (c, cpp, java, ...), started on first use
+        self.languages = LanguageTemplates(languages)
         #: host site-packages bound read-only into every sandbox (operator opt-in)
         self.site_dirs: list[Path] = _site_dirs() if share_site_packages else []
         #: per-template-container memory cap (cgroup v1, root only); default
@@ -938,6 +950,7 @@ class LocalRuntime:
             "sandbox_uid": self.sandbox_uid,
             "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
             "templates": self.templates(),
+            "unavailable_templates": self.unavailable_templates(),
             "warning": None
             if self.isolation is Isolation.BWRAP
             else "isolation=none: sandboxed code runs without any isolation",
@@ -954,10 +967,19 @@ class LocalRuntime:
         twin_of = self._twins.get(template_id)
         if twin_of is not None and twin_of in self._hosts:
             return twin_of
-        alias = TEMPLATE_ALIASES.get(template_id)
+        alias = TEMPLATE_ALIASES.get(template_id) or self.languages.resolve(template_id)
         if alias is not None and alias in self._hosts:
             return alias
         raise KeyError(template_id)
+
+    async def _host_for(self, template_id: str) -> TemplateHost:
+        """The template's host, starting a built-in language template on first use."""
+        try:
+            return self._hosts[self._resolve(template_id)]
+        except KeyError:
+            base = self._twins.get(template_id, template_id)  # "cpp-net" starts "cpp"
+            started = await self.languages.start(base, self.limits, self.add_template)
+            return self._hosts[started]
 
     # -- Runtime protocol
     async def start(self) -> None:
@@ -994,6 +1016,7 @@ class LocalRuntime:
         self._started = True
         try:
             await self.add_template(TemplateSpec(BUILTIN_TEMPLATE, preload=()))
+            self.languages.detect()
         except BaseException:
             await self.close()
             raise
@@ -1013,15 +1036,29 @@ class LocalRuntime:
             twin = template_id + NETWORK_TWIN_SUFFIX
             if not spec.network and twin not in self._hosts:
                 self._twins[twin] = template_id
+        for template_id in self.languages.detected.available:  # started on first use
+            self._twins.setdefault(template_id + NETWORK_TWIN_SUFFIX, template_id)
 
     def templates(self) -> list[str]:
         ids = list(self._hosts)
-        ids += [t for t, base in self._twins.items() if base in self._hosts and t not in ids]
         ids += [a for a, t in TEMPLATE_ALIASES.items() if t in self._hosts and a not in ids]
+        ids += [t for t in self.languages.ids() if t not in ids]
+        offered = set(self._hosts) | set(self.languages.detected.available)
+        ids += [t for t, base in self._twins.items() if base in offered and t not in ids]
         return ids
 
+    def unavailable_templates(self) -> dict[str, str]:
+        """Built-in templates this node does not offer, and why (a missing binary)."""
+        return self.languages.unavailable()
+
     def template_spec(self, template_id: str) -> TemplateSpec:
-        spec = self._specs[self._resolve(template_id)]
+        try:
+            spec = self._specs[self._resolve(template_id)]
+        except KeyError:  # a language template not started yet: its spec is built then
+            offered = self.languages.resolve(self._twins.get(template_id, template_id))
+            if offered is None:
+                raise
+            spec = TemplateSpec(offered)
         if template_id in self._twins and template_id not in self._hosts:
             return dataclasses.replace(spec, template_id=template_id, network=True)
         return spec
@@ -1059,6 +1096,7 @@ class LocalRuntime:
     async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
         if self._closed:
             raise RuntimeError_("runtime is closed")
+        await self._host_for(template_id)  # a language template starts on first use
         spec = self.template_spec(template_id)
         host = self._hosts[self._resolve(template_id)]
         networked = spec.network and self.isolation is Isolation.BWRAP
@@ -1083,16 +1121,15 @@ class LocalRuntime:
     ) -> TemplateSpec:
         if not _ID_RE.match(template_id):
             raise ValueError(f"bad template id {template_id!r}")
+        await self._host_for(base)
         base_spec = self.template_spec(base)
         merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
         # a bake with network (or over a networked base) makes a networked template
         networked = network or base_spec.network
         if not setup_commands:  # a new service or environment over the base's files
-            spec = TemplateSpec(
-                template_id,
-                layers=base_spec.layers,
-                interpreter=base_spec.interpreter,
-                preload=base_spec.preload,
+            spec = dataclasses.replace(
+                base_spec,
+                template_id=template_id,
                 env=merged_env,
                 service=service or base_spec.service,
                 network=networked,
@@ -1118,11 +1155,10 @@ class LocalRuntime:
                     f"{out.decode(errors='replace')[-4000:]}"
                 )
             shutil.rmtree(work, ignore_errors=True)
-            spec = TemplateSpec(
-                template_id,
+            spec = dataclasses.replace(  # keeps the base's toolchain binds and limits
+                base_spec,
+                template_id=template_id,
                 layers=(*base_spec.layers, upper),
-                interpreter=base_spec.interpreter,
-                preload=base_spec.preload,
                 env=merged_env,
                 service=service or base_spec.service,
                 network=networked,
@@ -1163,12 +1199,14 @@ class LocalRuntime:
                 dest = f"/.collimate/l/{i}"
                 argv += ["--ro-bind", str(layer), dest]
                 lowers.insert(0, dest)
+            for bind in base.binds:  # the base's toolchain (a bake over a language template)
+                argv += ["--ro-bind", str(bind), str(bind)]
             cfg = {
                 "lowers": lowers or ["/.collimate/empty"],
                 "commands": list(setup_commands),
                 "network": network,
                 "env": {
-                    "PATH": "/opt/collimate/bin:/usr/local/bin:/usr/bin:/bin",
+                    "PATH": _search_path("/opt/collimate/bin", base.path),
                     "HOME": "/sandbox",
                     "TMPDIR": "/tmp",
                     "LANG": "C.UTF-8",
@@ -1198,7 +1236,14 @@ class LocalRuntime:
                 start_new_session=True,
                 preexec_fn=bw.launch_preexec(
                     self.sandbox_uid,
-                    [prefix, *_numpy_dirs(), _SUPERVISOR_DIR, layer_root, *base.layers],
+                    [
+                        prefix,
+                        *_numpy_dirs(),
+                        _SUPERVISOR_DIR,
+                        layer_root,
+                        *base.layers,
+                        *base.binds,
+                    ],
                     bwrap=self.bwrap_path,
                 ),
             )
@@ -1230,6 +1275,7 @@ class LocalRuntime:
         if self._closed:
             return
         self._closed = True
+        await self.languages.close()
         hosts = list(self._hosts.values())
         self._hosts.clear()
         for host in hosts:

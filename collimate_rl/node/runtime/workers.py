@@ -12,9 +12,8 @@ forgotten; the pool starts a fresh one when needed.
 exec the grading layer sends with the node's warm harness, the warm stub for
 its one payload file (``collimate_rl.grading._shipping.warm_stub``).
 
->>> from collimate_rl.grading._grader import _compiled_block
-from collimate_rl.grading._shipping import warm_stub
->>> spec = ExecSpec(seed="0" * 64, code=warm_stub("/tmp/p.json"), files=(("/tmp/p.json", b"{}"),))
+>>> stub = warm_stub_for("/tmp/p.json")
+>>> spec = ExecSpec(seed="0" * 64, code=stub, files=(("/tmp/p.json", b"{}"),))
 >>> grade_of(spec)
 b'{}'
 >>> grade_of(ExecSpec(seed="0" * 64, code="print(1)")) is None
@@ -33,9 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from collimate_rl.grading._grader import _compiled_block
-from collimate_rl.grading._shipping import warm_stub
-
+from ._warm import compile_block, warm_stub_for
 from .base import ExecSpec, RuntimeError_
 
 __all__ = ["WorkerPool", "exec_header", "grade_of", "grade_request"]
@@ -51,7 +48,7 @@ def grade_of(spec: ExecSpec) -> bytes | None:
     if spec.command is not None or spec.commands is not None or len(spec.files) != 1:
         return None
     path, data = spec.files[0]
-    if spec.code is None or spec.code != warm_stub(path):
+    if spec.code is None or spec.code != warm_stub_for(path):
         return None
     return data
 
@@ -83,7 +80,7 @@ def grade_request(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any
         hit = _BLOCKS.get((source, index))
         if hit is None:
             try:
-                code, static = _compiled_block(source, index)
+                code, static = compile_block(source, index)
             except (SyntaxError, ValueError):
                 continue  # the worker reports it, as without this
             hit = (static, marshal.dumps(code))

@@ -58,7 +58,7 @@ def test_import_has_no_side_effects() -> None:
 
 
 def test_named_sets_and_caching() -> None:
-    assert set(available_task_sets()) == {"collimate-basic", "humaneval"}
+    assert set(available_task_sets()) == {"collimate-basic", "collimate-polyglot", "humaneval"}
     assert load_task_set("collimate-basic") is load_task_set("collimate-basic")
 
 
@@ -72,7 +72,7 @@ def test_unknown_set_name(name: str, suggestion: str | None) -> None:
     err = info.value
     assert isinstance(err, UnknownTaskSetError)
     message = str(err)
-    assert "'collimate-basic', 'humaneval'" in message
+    assert "'collimate-basic', 'collimate-polyglot', 'humaneval'" in message
     assert ".jsonl" in message
     if suggestion:
         assert f"did you mean {suggestion!r}?" in message

@@ -27,7 +27,21 @@ from .seeding import apply_python_seed
 from .syscalls import PR_SET_PDEATHSIG, prctl
 
 if TYPE_CHECKING:
-    from .session_server import SessionServer
+    from typing import Protocol
+
+    class SessionServer(Protocol):
+        """What an exec child reads of its session server (``session_server.py``, which
+        imports this module: a protocol, not an import, keeps the two apart)."""
+
+        cfg: dict[str, Any]
+        isolated: bool
+        sandbox_dir: str
+        tmp_dir: str
+        cap_last: int
+        seccomp: bytes
+        base_env: dict[str, str]
+
+        def close_fds(self) -> None: ...
 
 
 def _run_code_inprocess(path: str, env: dict[str, str], sandbox: str) -> int:

@@ -23,7 +23,18 @@ from .framing import frame_bytes
 from .running_exec import RunningExec
 
 if TYPE_CHECKING:
-    from .worker import Worker
+    from typing import Protocol
+
+    class Worker(Protocol):
+        """What an exec or a grade needs of its worker (``worker.py``, which imports
+        this module: a protocol, not an import, keeps the two apart)."""
+
+        cfg: dict[str, Any]
+
+        def connect(self, key: str) -> socket.socket: ...
+
+        def exec_env(self, seed: str, env: list[list[str]]) -> dict[str, str]: ...
+
 
 #: How long a box may take to start (the master kills it past its own deadline first).
 SPAWN_TIMEOUT = 30.0

@@ -40,7 +40,7 @@ from .worker_exec import BoxRefused, session_gone
 if TYPE_CHECKING:
     import socket
 
-    from .worker import Worker
+    from .worker_exec import Worker
 
 #: The harness's module name (``collimate_rl.grading._shipping.WARM_MODULE``).
 HARNESS = "collimate_harness"
@@ -71,6 +71,8 @@ KNOWN_KEYS = frozenset(
         "cases",
         "strip_whitespace",
         "script",
+        "output_limit",
+        "run_limits",
     }
 )
 #: Output trusted test code printed, kept ahead of the verdict (a tail).

@@ -1,0 +1,275 @@
+"""Warm-ups that make a language template faster, built once per machine and shared by nodes.
+
+* **C++**: a precompiled ``bits/stdc++.h``, the header most competitive-programming
+  solutions start with. Parsing it at ``-O2`` costs seconds per compile; precompiled, a
+  fraction of that. GCC looks for ``<dir>/bits/stdc++.h.gch`` in every include directory
+  before the header itself, so the template puts the cache folder on
+  ``CPLUS_INCLUDE_PATH``. GCC uses a PCH only when the flags match (they come from the
+  grader's own table, :mod:`collimate_rl._languages`) and silently ignores it
+  otherwise: a miss is slower, never wrong.
+* **Java**: a class-data-sharing archive of javac's own classes, so javac starts faster.
+  The template's ``javac`` is a small wrapper that adds the archive once it exists.
+
+Entries live in ``COLLIMATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/collimate-rl``, else
+``~/.cache/collimate-rl``, keyed by the compiler's version and the flags. The first node
+that needs one builds it in the background (a lock file keeps two nodes from doing the
+work twice), under a temporary name renamed into place, world-readable (the sandbox uid
+reads it). Until it exists the template works without it. Measured in
+``benchmarks/README.md`` (languages).
+
+>>> from collimate_rl._languages import LANGUAGES
+>>> pch_flags(LANGUAGES["cpp"].compile)
+['-std=gnu++17', '-O2']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+
+from collimate_rl._languages import LANGUAGES
+
+__all__ = ["WarmUp", "cache_root", "pch_flags", "warm_up"]
+
+log = logging.getLogger("collimate_rl.node.runtime")
+
+#: The PCH is looked up under this name in each include directory.
+_PCH_HEADER = "bits/stdc++.h"
+# the flags GCC checks when it considers a PCH (the others do not matter to it)
+_PCH_FLAG = re.compile(r"^-(?:std=|O|f|m|D|U|g)")
+#: A program that loads the classes most solutions use, so the javac archive covers them.
+_JAVA_WARMUP = """import java.io.*;
+import java.util.*;
+import java.util.stream.*;
+
+public class Warmup {
+    public static void main(String[] args) throws IOException {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        Scanner scanner = new Scanner(System.in);
+        StringTokenizer st = new StringTokenizer("1 2");
+        List<Integer> xs = new ArrayList<>(List.of(3, 1, 2));
+        Map<String, Integer> counts = new HashMap<>();
+        Collections.sort(xs);
+        System.out.println(xs.stream().map(String::valueOf).collect(Collectors.joining(" ")));
+    }
+}
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmUp:
+    """What a template adds for a warm-up, and how to build it if it is not there yet."""
+
+    binds: tuple[Path, ...] = ()
+    path: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    build: Callable[[], Coroutine[None, None, None]] | None = None
+
+
+def cache_root() -> Path:
+    """Where warm-ups are kept (see the module docstring)."""
+    explicit = os.environ.get("COLLIMATE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "collimate-rl"
+
+
+def pch_flags(compile_argv: Sequence[str]) -> list[str]:
+    """The compile flags a precompiled header must be built with to be used."""
+    return [a for a in compile_argv if _PCH_FLAG.match(a)]
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False)
+
+
+def _folder(root: Path, *parts: str) -> Path:
+    folder = root.joinpath(*parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in [root, *folder.relative_to(root).parents, folder.relative_to(root)]:
+        with contextlib.suppress(OSError):
+            (root / path).chmod(0o755)  # the sandbox uid reads these
+    return folder
+
+
+def warm_up(language: str, tools: Mapping[str, str], root: Path | None = None) -> WarmUp | None:
+    """The warm-up for a language template, or ``None`` (none pays, or it cannot be set up)."""
+    try:
+        root = cache_root() if root is None else root
+        if language == "cpp":
+            return _cpp(tools["g++"], root)
+        if language == "java":
+            return _java(tools["javac"], root)
+    except (OSError, subprocess.SubprocessError, KeyError) as exc:
+        log.info("no %s warm-up: %s", language, exc)
+    return None
+
+
+# ----------------------------------------------------------------------------- C++
+
+
+def _find_header(gxx: str, flags: Sequence[str]) -> Path | None:
+    """``bits/stdc++.h`` in g++'s own include directories."""
+    probe = _run([gxx, *flags, "-x", "c++", "-E", "-v", os.devnull])
+    listing = probe.stderr.split("#include <...> search starts here:", 1)[-1]
+    for line in listing.splitlines():
+        folder = line.strip()
+        if folder.startswith("End of search list"):
+            break
+        candidate = Path(folder) / _PCH_HEADER
+        if folder.startswith("/") and candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def _cpp(gxx: str, root: Path) -> WarmUp | None:
+    flags = pch_flags(LANGUAGES["cpp"].compile)
+    header = _find_header(gxx, flags)
+    if header is None:
+        return None
+    version = _run([gxx, "--version"]).stdout.split("\n", 1)[0]
+    key = _key(version, " ".join(flags), str(header), str(header.stat().st_mtime_ns))
+    folder = _folder(root, "cpp", key)
+    gch = folder / f"{_PCH_HEADER}.gch"
+
+    async def build() -> None:
+        await _build_locked(
+            folder, gch, lambda tmp: [gxx, *flags, "-x", "c++-header", str(header), "-o", tmp]
+        )
+
+    return WarmUp(
+        binds=(folder,),
+        env=(("CPLUS_INCLUDE_PATH", str(folder)),),
+        build=None if gch.exists() else build,
+    )
+
+
+# ----------------------------------------------------------------------------- Java
+
+
+def _javac_flags() -> list[str]:
+    """The JVM flags the grader gives javac (its ``-J`` options), filled in."""
+    compile_argv, _ = LANGUAGES["java"].commands("class Main {}")
+    return [a for a in compile_argv if a.startswith("-J")]
+
+
+def _java(javac: str, root: Path) -> WarmUp | None:
+    real = str(Path(javac).resolve())
+    version = _run([real, "-version"])
+    flags = _javac_flags()
+    key = _key(version.stdout + version.stderr, " ".join(flags), real)
+    folder = _folder(root, "java", key)
+    archive = folder / "javac.jsa"
+    bin_dir = _folder(root, "java", key, "bin")
+    wrapper = bin_dir / "javac"
+    if not wrapper.exists():
+        use = shlex.join([real, f"-J-XX:SharedArchiveFile={archive}", "-J-Xlog:cds=off"])
+        text = (
+            "#!/bin/sh\n# javac with a class-data-sharing archive of its classes (collimate-rl)\n"
+            f'if [ -r {shlex.quote(str(archive))} ]; then exec {use} -J-Xlog:cds+dynamic=off "$@"; fi\n'
+            f'exec {shlex.quote(real)} "$@"\n'
+        )
+        tmp = wrapper.with_name(f".javac.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, wrapper)
+
+    async def build() -> None:
+        with tempfile.TemporaryDirectory(dir=folder) as work:
+            (Path(work) / "Warmup.java").write_text(_JAVA_WARMUP)
+            await _build_locked(
+                folder,
+                archive,
+                lambda tmp: [real, f"-J-XX:ArchiveClassesAtExit={tmp}", *flags, "Warmup.java"],
+                cwd=work,
+                env={"CLASSPATH": "."},  # as in a grade: a dynamic archive checks the class path
+            )
+
+    return WarmUp(
+        binds=(folder,),
+        path=(str(bin_dir),),
+        build=None if archive.exists() else build,
+    )
+
+
+# ----------------------------------------------------------------------------- building
+
+
+async def _build_locked(
+    folder: Path,
+    target: Path,
+    command: Callable[[str], list[str]],
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Run ``command(tmp)`` at low priority, then rename ``tmp`` to ``target``; once per machine."""
+    lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another node builds it
+        if not await asyncio.to_thread(_make_room, target):
+            return  # built meanwhile
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        argv = ["nice", "-n", "10", *command(str(tmp))]
+        run_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            **(env or {}),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=run_env,
+            start_new_session=True,
+        )
+        try:
+            _, err = await proc.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            await proc.wait()
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        if proc.returncode != 0 or not tmp.exists():
+            log.info("warm-up %s failed: %s", target, err.decode(errors="replace")[-500:])
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        tmp.chmod(0o644)
+        os.replace(tmp, target)
+        log.info("warm-up ready: %s", target)
+    finally:
+        os.close(lock)
+
+
+def _make_room(target: Path) -> bool:
+    """Create ``target``'s folder (world-readable); ``False`` if ``target`` already exists."""
+    if target.exists():
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.chmod(0o755)
+    return True

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+)
+
+func main() {
+	in := bufio.NewReader(os.Stdin)
+	var k byte
+	fmt.Fscanln(in, &k)
+	line, _ := in.ReadString('\n')
+	b := []byte(strings.TrimRight(line, "\r\n"))
+	for i, c := range b {
+		if c != ' ' {
+			b[i] = c + k
+		}
+	}
+	fmt.Println(string(b))
+}

@@ -1,0 +1,4 @@
+IFS=: read -r hh mm
+h=$(( 10#$hh ))
+if (( h < 12 )); then half=AM; else half=PM; fi
+echo "$(( (h + 11) % 12 + 1 )):$mm $half"

@@ -1,0 +1,10 @@
+use std::io::Read;
+
+fn main() {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s).unwrap();
+    let (hh, mm) = s.trim().split_once(':').unwrap();
+    let h: u32 = hh.parse().unwrap();
+    let shown = if h <= 12 { h } else { h - 12 };
+    println!("{}:{} {}", shown, mm, if h < 12 { "AM" } else { "PM" });
+}

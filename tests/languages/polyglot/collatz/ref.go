@@ -1,0 +1,18 @@
+package main
+
+import "fmt"
+
+func main() {
+	var n int64
+	fmt.Scan(&n)
+	steps := 0
+	for n != 1 {
+		if n%2 == 0 {
+			n /= 2
+		} else {
+			n = 3*n + 1
+		}
+		steps++
+	}
+	fmt.Println(steps)
+}

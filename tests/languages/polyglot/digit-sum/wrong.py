@@ -1,0 +1,2 @@
+s = input().strip()
+print(sum(int(c) for c in s[:-1]))

@@ -1,0 +1,10 @@
+#include <bits/stdc++.h>
+using namespace std;
+
+int main() {
+    int n;
+    cin >> n;
+    vector<long long> v(n);
+    for (auto &x : v) cin >> x;
+    cout << unique(v.begin(), v.end()) - v.begin() << "\n";
+}

@@ -1,0 +1,3 @@
+read -r n
+read -r -a xs
+printf '%s\n' "${xs[@]}" | uniq | wc -l

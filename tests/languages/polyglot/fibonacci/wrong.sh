@@ -1,0 +1,6 @@
+read -r n
+a=1; b=1
+for (( i = 0; i < n; i++ )); do
+  t=$(( a + b )); a=$b; b=$t
+done
+echo "$a"

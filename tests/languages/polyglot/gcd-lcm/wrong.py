@@ -1,0 +1,4 @@
+from math import gcd
+
+a, b = map(int, input().split())
+print(gcd(a, b), a * b)

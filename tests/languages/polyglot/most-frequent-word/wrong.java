@@ -1,0 +1,14 @@
+import java.io.*;
+import java.util.*;
+
+public class Main {
+    public static void main(String[] args) throws IOException {
+        String line = new BufferedReader(new InputStreamReader(System.in)).readLine().trim();
+        LinkedHashMap<String, Integer> counts = new LinkedHashMap<>();
+        for (String w : line.split(" +")) counts.merge(w, 1, Integer::sum);
+        String best = null;
+        for (Map.Entry<String, Integer> e : counts.entrySet())
+            if (best == null || e.getValue() > counts.get(best)) best = e.getKey();
+        System.out.println(best);
+    }
+}

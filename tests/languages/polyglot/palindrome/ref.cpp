@@ -1,0 +1,9 @@
+#include <bits/stdc++.h>
+using namespace std;
+
+int main() {
+    string s;
+    cin >> s;
+    string r(s.rbegin(), s.rend());
+    cout << (s == r ? "YES" : "NO") << "\n";
+}

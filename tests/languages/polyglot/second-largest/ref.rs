@@ -1,0 +1,14 @@
+use std::collections::BTreeSet;
+use std::io::Read;
+
+fn main() {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s).unwrap();
+    let mut it = s.split_whitespace().map(|x| x.parse::<i64>().unwrap());
+    let n = it.next().unwrap() as usize;
+    let values: BTreeSet<i64> = it.take(n).collect();
+    match values.iter().rev().nth(1) {
+        Some(x) => println!("{}", x),
+        None => println!("NONE"),
+    }
+}

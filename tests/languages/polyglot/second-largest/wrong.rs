@@ -1,0 +1,14 @@
+use std::io::Read;
+
+fn main() {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s).unwrap();
+    let mut it = s.split_whitespace().map(|x| x.parse::<i64>().unwrap());
+    let n = it.next().unwrap() as usize;
+    let mut values: Vec<i64> = it.take(n).collect();
+    values.sort_by(|a, b| b.cmp(a));
+    match values.get(1) {
+        Some(x) => println!("{}", x),
+        None => println!("NONE"),
+    }
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	in := bufio.NewReader(os.Stdin)
+	var r, c int
+	fmt.Fscan(in, &r, &c)
+	a := make([][]int, r)
+	for i := range a {
+		a[i] = make([]int, c)
+		for j := range a[i] {
+			fmt.Fscan(in, &a[i][j])
+		}
+	}
+	for j := 0; j < c; j++ {
+		line := make([]string, r)
+		for i := 0; i < r; i++ {
+			line[i] = strconv.Itoa(a[i][j])
+		}
+		fmt.Println(strings.Join(line, " "))
+	}
+}

@@ -1,0 +1,11 @@
+const data = require("fs").readFileSync(0, "utf8").trim().split(/\s+/).map(Number);
+const [r, c] = data;
+const a = [];
+for (let i = 0; i < r; i++) a.push(data.slice(2 + i * c, 2 + (i + 1) * c));
+const out = [];
+for (let j = 0; j < c; j++) {
+  const line = [];
+  for (let i = 0; i < r; i++) line.push(a[i][j]);
+  out.push(line.join(" "));
+}
+console.log(out.join("\n"));

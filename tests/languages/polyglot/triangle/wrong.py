@@ -1,0 +1,7 @@
+a, b, c = sorted(map(int, input().split()))
+if a == c:
+    print("equilateral")
+elif a == b or b == c:
+    print("isosceles")
+else:
+    print("scalene")

@@ -1,0 +1,3 @@
+IFS= read -r line
+vowels=${line//[^aeiouAEIOU]/}
+echo "${#vowels}"

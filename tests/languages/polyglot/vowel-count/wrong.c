@@ -1,0 +1,10 @@
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+    int c, count = 0;
+    while ((c = getchar()) != EOF && c != '\n')
+        if (strchr("aeiou", c)) count++;
+    printf("%d\n", count);
+    return 0;
+}

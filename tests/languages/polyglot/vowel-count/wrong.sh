@@ -1,0 +1,3 @@
+IFS= read -r line
+vowels=${line//[^aeiou]/}
+echo "${#vowels}"

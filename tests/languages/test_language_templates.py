@@ -1,0 +1,110 @@
+"""Language templates: a missing toolchain is a clear error, never a crash; networked twins."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collimate_rl.cli import main as cli
+from collimate_rl.errors import CollimateNotFoundError, CollimateUsageError
+from collimate_rl.grading import IOReward, grade
+
+from ._programs import correct, fenced, spec
+
+pytestmark = pytest.mark.bwrap
+
+
+def test_a_node_without_a_toolchain_names_the_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node whose toolchain PATH has only gcc and bash offers c and bash, says why not the rest."""
+    from collimate_rl.node import LocalNode
+
+    for tool in ("gcc", "bash"):
+        found = shutil.which(tool)
+        if found is None:
+            pytest.skip(f"no {tool} here")
+        os.symlink(found, tmp_path / tool)
+    monkeypatch.setenv("COLLIMATE_TOOLCHAIN_PATH", str(tmp_path))
+    with LocalNode() as node:
+        client = node.client()
+        ids = client.templates()
+        assert {"python3", "c", "bash"} <= set(ids) and "cpp" not in ids
+        assert ids.unavailable["cpp"] == f"`g++` not found on the PATH ({tmp_path})"
+        assert ids.unavailable["rust"].startswith("`rustc` not found")
+        with pytest.raises(
+            CollimateNotFoundError, match=r"'cpp' is not available on this node: `g\+\+` not found"
+        ):
+            grade(client, "cpp", fenced(correct("cpp"), "cpp"), spec())
+        assert client.health().status == "ok"
+        assert grade(client, "c", fenced(correct("c"), "c"), spec()).reward == 1.0
+        # `collimate templates` says the same
+        url = f"unix:{node.socket_path}"
+        assert cli(["templates", "--json", "--url", url]) == 0
+        rows = json.loads(capsys.readouterr().out)["templates"]
+        assert {"id": "c"} in rows and {"id": "cpp", "unavailable": ids.unavailable["cpp"]} in rows
+        assert cli(["templates", "--url", url]) == 0
+        assert "`javac` not found" in capsys.readouterr().out
+
+
+def test_a_sandbox_without_the_compiler_raises_a_usage_error(local_client: Any) -> None:
+    """The Python template has no Rust: grading Rust there names the missing tool."""
+    with pytest.raises(CollimateUsageError, match="rustc"):
+        grade(local_client, "python3", fenced(correct("rust"), "rust"), spec(language="rust"))
+    ok = grade(
+        local_client,
+        "python3",
+        fenced(correct("python"), "python"),
+        IOReward([{"input": "1 2\n", "output": "3\n"}]),
+    )
+    assert ok.reward == 1.0
+
+
+def test_language_templates_have_networked_twins(local_client: Any, offered: Any) -> None:
+    """Every language template has its ``-net`` twin, which starts the template on first use."""
+    if "c" not in offered:
+        pytest.skip(f"no c template here: {offered.unavailable.get('c')}")
+    assert {"c-net", "cpp-net", "python3-net"} & set(offered) == {
+        t for t in ("c-net", "cpp-net", "python3-net") if t.removesuffix("-net") in offered
+    }
+    result = local_client.exec_once(
+        "c-net", command="gcc --version | head -n 1", egress={"mode": "none"}, timeout_seconds=60
+    )
+    assert result.exit_code == 0 and "gcc" in result.stdout
+
+
+def test_closing_the_runtime_stops_a_warm_up_midway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A C++ precompiled header still building when the runtime closes: killed, no leftovers."""
+    import asyncio
+    import subprocess
+
+    from collimate_rl.node.runtime import create_runtime
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ here")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COLLIMATE_CACHE_DIR", str(cache))
+
+    async def run() -> None:
+        rt = create_runtime("none", state_dir=tmp_path / "state", languages="cpp")
+        with pytest.warns(RuntimeWarning):
+            await rt.start()
+        try:
+            session = await rt.create_session("cpp", "s1")
+            await session.close()
+            assert rt.languages._tasks, "the warm-up is building"
+        finally:
+            await rt.close()
+
+    asyncio.run(run())
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(cache) not in ps, "no compiler left running"
+    leftovers = [p.name for p in cache.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == [] and not list(cache.rglob("*.gch"))
