@@ -21,14 +21,17 @@ seccomp filter. Then, by role:
   and reaps every leftover (as a session server's sweep), writes the exec's
   wait status to the status pipe and exits. The init is non-dumpable: the exec cannot read its memory.
 
-A box that fails before it is ready writes ``error ...`` to the ready pipe and
-exits: the master answers the spawn with an error (an infrastructure failure,
-never a candidate's crash).
+A candidate box that fails before it is ready writes ``error ...`` to the
+ready pipe and exits: the master answers the spawn with an error (an
+infrastructure failure, never a candidate's crash). An exec box has no ready
+pipe (its worker does not wait for its set-up; the job is already in its
+pipe): it writes ``error ...`` to its status pipe instead, which the worker
+reports as an infrastructure failure, never as the exec's exit status.
 """
 
-# ruff: noqa: SIM105
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from typing import Any
@@ -98,13 +101,15 @@ def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned bo
             _prepare_candidate(spec)
         else:
             prctl(PR_SET_DUMPABLE, 0)  # the init: the exec cannot read its memory
-        os.write(ready, b"ok")
-        os.close(ready)
+        if ready >= 0:
+            os.write(ready, b"ok")
+            os.close(ready)
     except BaseException as exc:
-        try:
-            os.write(spec.ready_w, f"error {type(exc).__name__}: {exc}".encode()[:4000])
-        except BaseException:
-            pass
+        said = f"error {type(exc).__name__}: {exc}".encode()[:4000]
+        # a candidate says so on its ready pipe, an exec box on its status pipe
+        # (_harden keeps both fields pointing at where the pipes are)
+        with contextlib.suppress(OSError):
+            os.write(spec.ready_w if spec.role == "candidate" else spec.fds[4], said)
         os._exit(1)
     try:
         if spec.role == "candidate":
@@ -117,7 +122,10 @@ def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned bo
 
 
 def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
-    """Map the uid, mount ``/proc``, cover ``/.collimate``, keep only our fds, drop privileges."""
+    """Map the uid, mount ``/proc``, cover ``/.collimate``, keep only our fds, drop privileges.
+
+    Returns the ready pipe's fd (``-1``: none, an exec box).
+    """
     proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
     try:
         write_id_maps(proc, SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
@@ -130,10 +138,13 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     # the dup2s onto 0..n-1 never clobber one still to be moved.
     for target, fd in enumerate(spec.fds):
         os.dup2(fd, target)
-    ready = len(spec.fds)
-    os.dup2(spec.ready_w, ready)
-    os.set_inheritable(ready, False)
-    os.closerange(ready + 1, 1 << 16)
+    ready = -1
+    if spec.ready_w >= 0:
+        ready = len(spec.fds)
+        os.dup2(spec.ready_w, ready)
+        os.set_inheritable(ready, False)
+    os.closerange(len(spec.fds) + (ready >= 0), 1 << 16)
+    spec.fds, spec.ready_w = list(range(len(spec.fds))), ready  # where they are now
     drop_all_capabilities(spec.cap_last, bounding=True)
     load_seccomp(bytes(spec.cfg["_seccomp"]))
     return ready

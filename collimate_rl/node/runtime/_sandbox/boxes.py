@@ -11,9 +11,10 @@ attached (``SCM_RIGHTS``):
   (``factory.py``), so the harness's own client speaks it unchanged;
 * ``{"op": "exec"}`` with 5 fds: an exec box (``box.py``).
 
-Reply, once the box has hardened itself: ``{"ok": true, "pid": N, "marshal":
-bool}``; or ``{"ok": false, "error": ..., "lost": bool}`` (``lost``: the
-session is gone). A connection that closes takes its live boxes with it.
+Reply: ``{"ok": true, "pid": N, "marshal": bool}``, for a candidate once it has
+hardened itself, for an exec box at once (see ``box.py``); or ``{"ok": false,
+"error": ..., "lost": bool}`` (``lost``: the session is gone). A connection
+that closes takes its live boxes with it.
 
 The clone: the zygote Z (``zygote.py``) steps into the session's mount and IPC
 namespaces and a pooled network namespace (``netpool.py``), clones with
@@ -174,24 +175,31 @@ class Boxes:
         box.marshal = use_marshal
 
     def _clone(self, member: Member, conn: BoxConn, spec: BoxSpec) -> Box:
+        """Have Z clone the box. A candidate's spawn is answered once it is ready; an
+        exec box's at once (it reports a failed set-up on its status pipe instead)."""
         slot = self.net.acquire()
-        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+        ready_r, ready_w = os.pipe2(os.O_CLOEXEC) if spec.role == "candidate" else (-1, -1)
         spec.ready_w = ready_w
         flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if slot < 0 else 0)
         try:
             pid = self._zygote().clone(spec, flags, member.mnt, member.ipc, slot)
         except BaseException:
-            os.close(ready_r)
+            if ready_r >= 0:
+                os.close(ready_r)
             self.net.release(slot)
             raise
         finally:
-            os.close(ready_w)
+            if ready_w >= 0:
+                os.close(ready_w)
         box = Box(pid, member.key, conn, slot, ready_r, time.monotonic() + READY_TIMEOUT)
         self.live[pid] = box
-        self.pending[ready_r] = box
         member.boxes.add(pid)
         conn.boxes.add(pid)
-        self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
+        if ready_r < 0:
+            self._reply(conn, {"ok": True, "pid": pid})
+        else:
+            self.pending[ready_r] = box
+            self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
         return box
 
     def _zygote(self) -> Zygote:

@@ -103,12 +103,20 @@ def run_exec(
         st_r, st_w = os.pipe2(os.O_CLOEXEC)
         pipes = [job_w, out_r, ack_r, st_r]
         theirs = [job_r, out_w, ack_w, st_w]
+        # the job goes into its pipe first (as much as fits): the box reads it as soon
+        # as it has hardened itself, without waiting for this process
+        job = frame_bytes({k: header[k] for k in _JOB_KEYS if k in header}, bytes(payload))
+        os.set_blocking(job_w, False)
+        try:
+            sent = os.write(job_w, job[: 1 << 16])
+        except BlockingIOError:
+            sent = 0
         try:
             pid = spawn_box(conn, {"op": "exec"}, [job_r, out_w, out_w, ack_w, st_w])
         finally:
             for fd in theirs:
                 os.close(fd)
-        job = frame_bytes({k: header[k] for k in _JOB_KEYS if k in header}, bytes(payload))
+        job = job[sent:]
         cap = int(worker.cfg["limits"]["output_cap_bytes"])
         ex = RunningExec(
             pid,
@@ -146,7 +154,8 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
     for fd in (job_w, ex.out_r, st_r, ex.ack_r):
         os.set_blocking(fd, False)
     sel = selectors.DefaultSelector()
-    sel.register(job_w, selectors.EVENT_WRITE, "job")
+    if job:
+        sel.register(job_w, selectors.EVENT_WRITE, "job")
     sel.register(ex.out_r, selectors.EVENT_READ, "out")
     sel.register(st_r, selectors.EVENT_READ, "status")
     view = memoryview(job)
@@ -175,6 +184,8 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
                 ex.kill()
     finally:
         sel.close()
+    if said.startswith(b"error "):  # the box could not set itself up: not the exec's doing
+        raise BoxRefused(f"the box did not start: {said[6:].decode(errors='replace')}", False)
     try:
         return int(said)
     except ValueError:  # killed (deadline, cap, a cancelled exec) before it could say

@@ -11,9 +11,9 @@ child: the master reaps it, as before), step back, answer the pid. Few pages
 move, so few are copied.
 
 Command (one ``SOCK_SEQPACKET`` datagram from the master): ``marshal`` of
-``(role, seed, env, box_fd_count, clone_flags)`` with, by ``SCM_RIGHTS``, the
-box's fds, its ready pipe, the session's mount and IPC namespaces and,
-optionally, a pooled network namespace. Answer: the pid as 8 bytes (signed,
+``(role, seed, env, box_fd_count, has_ready_pipe, clone_flags)`` with, by
+``SCM_RIGHTS``, the box's fds, its ready pipe (a candidate's), the session's
+mount and IPC namespaces and, optionally, a pooled network namespace. Answer: the pid as 8 bytes (signed,
 big-endian), or ``-errno``.
 """
 
@@ -63,8 +63,9 @@ class Zygote:
         net: int,
     ) -> int:
         """Have Z clone a box; its pid (an ``OSError`` when Z cannot)."""
-        fds = [*spec.fds, spec.ready_w, mnt, ipc] + ([net] if net >= 0 else [])
-        command = marshal.dumps((spec.role, spec.seed, spec.env, len(spec.fds), flags))
+        ready = [spec.ready_w] if spec.ready_w >= 0 else []
+        fds = [*spec.fds, *ready, mnt, ipc] + ([net] if net >= 0 else [])
+        command = marshal.dumps((spec.role, spec.seed, spec.env, len(spec.fds), bool(ready), flags))
         try:
             self.sock.sendmsg(
                 [command], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
@@ -121,10 +122,12 @@ def _clone(
     fds: list[int], msg: bytes, home: Home, cfg: dict[str, Any], cap_last: int
 ) -> int:  # pragma: no cover - in Z
     try:
-        role, seed, env, count, flags = marshal.loads(msg)
-        mnt, ipc = fds[count + 1], fds[count + 2]
-        net = fds[count + 3] if len(fds) > count + 3 else -1
-        spec = BoxSpec(role, fds[:count], fds[count], cfg, cap_last, seed=seed, env=env)
+        role, seed, env, count, has_ready, flags = marshal.loads(msg)
+        ready = fds[count] if has_ready else -1
+        at = count + bool(has_ready)
+        mnt, ipc = fds[at], fds[at + 1]
+        net = fds[at + 2] if len(fds) > at + 2 else -1
+        spec = BoxSpec(role, fds[:count], ready, cfg, cap_last, seed=seed, env=env)
         with home.inside(mnt=mnt, net=net, ipc=ipc):
             pid = clone_process(flags | CLONE_PARENT)
             if pid == 0:  # the box
