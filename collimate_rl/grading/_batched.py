@@ -29,7 +29,7 @@ from collimate_rl.errors import (
     CollimateTaskError,
     CollimateTransportError,
 )
-from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed
+from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed, _one_shot, _record
 from collimate_rl.grading._grade_job import _Job, _prepare
 from collimate_rl.grading._grade_verdict import _finish, _infra, _task_failure
 from collimate_rl.grading.result import GradeResult
@@ -61,12 +61,9 @@ def supports_batches(client: Any) -> bool:
 
 
 def _item(job: _Job, warm: bool) -> dict[str, Any]:
-    item = job.request(warm)
     if job.session_id is not None:
-        item["session_id"] = job.session_id
-    else:
-        item["template_id"] = job.template
-    return item
+        return {**job.request(warm), "session_id": job.session_id}
+    return {**_one_shot(job, warm), "template_id": job.template}  # the egress policy too
 
 
 #: What the batch flow asks its driver: ``("send", items)`` -> the node's answers (or the
@@ -135,10 +132,7 @@ def _outcome(job: _Job, response: Any, recorder: GradeRecorder | None) -> Outcom
             result = _finish(job, response)
         except CollimateError as exc:  # e.g. the sandbox lacks the language's toolchain
             return exc  # per item, as on the per-exec path
-    if recorder is not None:
-        recorder.record(
-            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
-        )
+    _record(recorder, job, result)
     return result
 
 
