@@ -16,7 +16,6 @@ True
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from collimate_rl.errors import (
-    CollimateCapacityError,
     CollimateError,
     CollimateTaskError,
     CollimateTransportError,
@@ -33,7 +31,13 @@ from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed, _one
 from collimate_rl.grading._grade_job import _Job, _prepare
 from collimate_rl.grading._grade_verdict import _finish, _infra, _task_failure
 from collimate_rl.grading.result import GradeResult
-from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
+from collimate_rl.wire._extensions import (
+    forget_batch_route,
+    has_batch_route,
+    is_missing_route,
+    resend_waits,
+    shed_items,
+)
 
 if TYPE_CHECKING:
     from collimate_rl.grading.specs import RewardSpec
@@ -100,12 +104,11 @@ def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any]
     answers = _answers(client, reply, len(jobs))
     if answers is None:
         return None
-    retries, backoff = int(getattr(client, "retries", 0)), float(getattr(client, "backoff", 0.15))
-    for attempt in range(retries):
-        shed = [i for i, r in enumerate(answers) if isinstance(r, CollimateCapacityError)]
+    for wait in resend_waits(client):
+        shed = shed_items(answers)
         if not shed:
             break
-        yield ("sleep", random.uniform(0, backoff * 2**attempt))
+        yield ("sleep", wait)
         reply = yield ("send", [_item(jobs[i], warm) for i in shed])
         again = _answers(client, reply, len(shed)) or [CollimateError(_GONE)] * len(shed)
         for i, answer in zip(shed, again, strict=True):
