@@ -519,3 +519,6 @@ def test_template_bake_on_the_local_node() -> None:
         assert status.converged and status.phase == "Live"
         with Sandbox(name, client=client) as box:
             assert box.exec(command="cat greeting.txt").stdout == "hi\n"
+        assert Template.attach(client, name).status().phase == "Live"
+        with pytest.raises(CollimateNotFoundError, match="no template 'never-baked'"):
+            Template.attach(client, "never-baked")
