@@ -40,6 +40,7 @@ from collimate_rl.ray._router import (
     fleet_session,
     no_healthy_node,
 )
+from collimate_rl.templates import environment_async
 from collimate_rl.wire import AsyncCollimateClient
 from collimate_rl.wire._daemon_flows import BatchResult
 from collimate_rl.wire.models import (
@@ -192,8 +193,6 @@ class AsyncFleetClient(FleetClientBase):
         secrets: Any = None,
     ) -> Any:
         """See :meth:`FleetClient.env`."""
-        from collimate_rl.templates import environment_async
-
         return await environment_async(
             self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets
         )

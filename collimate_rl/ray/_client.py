@@ -52,6 +52,7 @@ from collimate_rl.ray._router import (
     no_healthy_node,
     unknown_node,
 )
+from collimate_rl.templates import environment
 from collimate_rl.wire import CollimateClient
 from collimate_rl.wire._daemon_flows import BatchResult
 from collimate_rl.wire.models import (
@@ -377,8 +378,6 @@ class FleetClient(FleetClientBase):
         secrets: Any = None,
     ) -> Any:
         """An environment handle, as :meth:`CollimateClient.env` gives."""
-        from collimate_rl.templates import environment
-
         return environment(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
 
     # -- sessions ----------------------------------------------------------------------
