@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from collimate_rl.grading.languages import LANGUAGES, language_of_template
+
 __all__ = ["prompt_for"]
 
 
@@ -25,8 +27,6 @@ def prompt_for(task: Any, template: str) -> str:
     neutral = getattr(task, "kind", None) == "io" and getattr(task, "solutions", None)
     if not neutral or getattr(task, "language", None) is not None:
         return prompt
-    from collimate_rl.grading.languages import LANGUAGES, language_of_template
-
     lang = LANGUAGES[language_of_template(template) or "python"]
     fence = lang.fences[0]
     return f"{prompt.rstrip()}\nUse {lang.title}: answer with the whole program in one ```{fence} block.\n"

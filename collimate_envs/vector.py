@@ -21,6 +21,8 @@ from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
 from collimate_envs._tasks import TaskChooser
 from collimate_envs.code import grade_info
 from collimate_envs.spaces import completion_space, prompt_space
+from collimate_rl.grading import GradeResult
+from collimate_rl.grading._batched import grade_items
 
 __all__ = ["GroupVectorEnv", "group_advantages"]
 
@@ -324,9 +326,6 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         self, client: Any, jobs: list[tuple[int, str, Any, str, str]]
     ) -> dict[int, Any] | None:
         """Every member's grade in one request to our node (None: no batch route there)."""
-        from collimate_rl.grading import GradeResult
-        from collimate_rl.grading._batched import grade_items
-
         outcomes = grade_items(
             client,
             self.template,

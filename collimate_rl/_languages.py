@@ -303,13 +303,21 @@ def language(name: str) -> Language:
     return found
 
 
+#: The suffix of a built-in template's networked twin (``cpp-net``): the same language.
+_NETWORK_TWIN = "-net"
+
+
 def language_of_template(template_id: str) -> str | None:
     """The language a template id stands for on the local node, or ``None`` (unknown id).
 
-    A template of your own (a bake, a gateway image) says nothing about its language:
-    name it on the spec (``IOReward(cases, language="cpp")``).
+    A built-in's networked twin stands for the same language. A template of your own (a
+    bake, a gateway image) says nothing about its language: name it on the spec
+    (``IOReward(cases, language="cpp")``).
+
+    >>> language_of_template("cpp-net"), language_of_template("my-net")
+    ('cpp', None)
     """
-    return _BY_TEMPLATE.get(template_id)
+    return _BY_TEMPLATE.get(template_id.removesuffix(_NETWORK_TWIN))
 
 
 def _expand(argv: Sequence[str], fields: Mapping[str, str], assertions: Sequence[str]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from collimate_rl.cli._egress import EGRESS_HELP, parse_egress
 from collimate_rl.cli._output import FAILED, OK, Output
-from collimate_rl.cli._target import open_client
+from collimate_rl.cli._target import EmbeddedNodeClient, open_client
 from collimate_rl.errors import CollimateUsageError
 
 __all__ = ["bake", "health", "register", "sessions", "templates"]
@@ -99,7 +99,7 @@ def bake(args: argparse.Namespace, out: Output) -> int:
                 "`collimate bake` bakes on a node; on the gateway bake an image with "
                 "collimate_rl.Template.bake(client, name=..., image=..., ready=Ready(...), width=...)"
             )
-        if args.url is None and args.api_key is None:
+        if isinstance(client, EmbeddedNodeClient):  # not a node from --url or the environment
             out.note("note: the template lives only as long as this command's local node")
         if not args.setup and not args.network:
             raise CollimateUsageError("give at least one --setup command (or --network)")

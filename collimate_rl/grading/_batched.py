@@ -16,7 +16,6 @@ True
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,16 +23,21 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from collimate_rl.errors import (
-    CollimateCapacityError,
     CollimateError,
     CollimateTaskError,
     CollimateTransportError,
 )
-from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed
+from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed, _one_shot, _record
 from collimate_rl.grading._grade_job import _Job, _prepare
 from collimate_rl.grading._grade_verdict import _finish, _infra, _task_failure
 from collimate_rl.grading.result import GradeResult
-from collimate_rl.wire._extensions import forget_batch_route, has_batch_route, is_missing_route
+from collimate_rl.wire._extensions import (
+    forget_batch_route,
+    has_batch_route,
+    is_missing_route,
+    resend_waits,
+    shed_items,
+)
 
 if TYPE_CHECKING:
     from collimate_rl.grading.specs import RewardSpec
@@ -61,12 +65,9 @@ def supports_batches(client: Any) -> bool:
 
 
 def _item(job: _Job, warm: bool) -> dict[str, Any]:
-    item = job.request(warm)
     if job.session_id is not None:
-        item["session_id"] = job.session_id
-    else:
-        item["template_id"] = job.template
-    return item
+        return {**job.request(warm), "session_id": job.session_id}
+    return {**_one_shot(job, warm), "template_id": job.template}  # the egress policy too
 
 
 #: What the batch flow asks its driver: ``("send", items)`` -> the node's answers (or the
@@ -103,12 +104,11 @@ def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any]
     answers = _answers(client, reply, len(jobs))
     if answers is None:
         return None
-    retries, backoff = int(getattr(client, "retries", 0)), float(getattr(client, "backoff", 0.15))
-    for attempt in range(retries):
-        shed = [i for i, r in enumerate(answers) if isinstance(r, CollimateCapacityError)]
+    for wait in resend_waits(client):
+        shed = shed_items(answers)
         if not shed:
             break
-        yield ("sleep", random.uniform(0, backoff * 2**attempt))
+        yield ("sleep", wait)
         reply = yield ("send", [_item(jobs[i], warm) for i in shed])
         again = _answers(client, reply, len(shed)) or [CollimateError(_GONE)] * len(shed)
         for i, answer in zip(shed, again, strict=True):
@@ -135,10 +135,7 @@ def _outcome(job: _Job, response: Any, recorder: GradeRecorder | None) -> Outcom
             result = _finish(job, response)
         except CollimateError as exc:  # e.g. the sandbox lacks the language's toolchain
             return exc  # per item, as on the per-exec path
-    if recorder is not None:
-        recorder.record(
-            job.template, job.spec, job.completion, job.source, job.timeout_seconds, result
-        )
+    _record(recorder, job, result)
     return result
 
 

@@ -62,69 +62,63 @@ def _zero(job: _Job, exc: CollimateError) -> GradeResult:
     )
 
 
-def _report_result(
-    on_result: ResultCallback | None,
-    jobs: list[_Job],
-    index: int,
-    results: list[GradeResult | None],
-    errors: dict[int, CollimateError],
-    on_infra_error: str,
-) -> None:
-    """Hand one finished grade to ``on_result`` as :func:`_assemble` will see it."""
-    if on_result is None:
-        return
-    result = results[index]
-    if index in errors:
-        if on_infra_error == "zero":
-            on_result(index, _zero(jobs[index], errors[index]))
-    elif result is not None:
-        on_result(index, result)
+class _Results:
+    """The outcomes of one batch as they arrive, whichever path graded them."""
 
+    def __init__(
+        self,
+        jobs: list[_Job],
+        on_infra_error: str,
+        on_result: ResultCallback | None,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.jobs = jobs
+        self.on_infra_error = on_infra_error
+        self.on_result = on_result
+        self.progress = progress
+        self.results: list[GradeResult | None] = [None] * len(jobs)
+        self.errors: dict[int, CollimateError] = {}
+        self.finished = 0
 
-def _chunk_taker(
-    jobs: list[_Job],
-    results: list[GradeResult | None],
-    errors: dict[int, CollimateError],
-    on_infra_error: str,
-    on_result: ResultCallback | None,
-    progress: ProgressCallback | None,
-) -> Callable[[list[tuple[int, GradeResult | CollimateError]]], bool]:
-    """Files a batch request's outcomes as they arrive; False once a ``"raise"`` batch failed."""
-    finished = 0
+    @property
+    def failed_hard(self) -> bool:
+        """An infrastructure error under ``"raise"``: stop sending more."""
+        return bool(self.errors) and self.on_infra_error == "raise"
 
-    def take(chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
-        nonlocal finished
+    def file(self, index: int, outcome: GradeResult | CollimateError) -> None:
+        """Keep one grade's outcome, hand it to ``on_result`` as :meth:`assemble` will see
+        it, and count it for ``progress``."""
+        if isinstance(outcome, CollimateError):
+            self.errors[index] = outcome
+            if self.on_result is not None and self.on_infra_error == "zero":
+                self.on_result(index, _zero(self.jobs[index], outcome))
+        else:
+            self.results[index] = outcome
+            if self.on_result is not None:
+                self.on_result(index, outcome)
+        self.finished += 1
+        if self.progress is not None:
+            self.progress(self.finished, len(self.jobs))
+
+    def take_chunk(self, chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
+        """File a batch request's outcomes; False once a ``"raise"`` batch failed."""
         for index, outcome in chunk:
-            if isinstance(outcome, CollimateError):
-                errors[index] = outcome
-            else:
-                results[index] = outcome
-            _report_result(on_result, jobs, index, results, errors, on_infra_error)
-            finished += 1
-            if progress is not None:
-                progress(finished, len(jobs))
-        return not (errors and on_infra_error == "raise")
+            self.file(index, outcome)
+        return not self.failed_hard
 
-    return take
-
-
-def _assemble(
-    jobs: list[_Job],
-    results: list[GradeResult | None],
-    errors: dict[int, CollimateError],
-    on_infra_error: str,
-) -> list[GradeResult]:
-    if errors and on_infra_error == "raise":
-        raise errors[min(errors)]
-    out: list[GradeResult] = []
-    for i, job in enumerate(jobs):
-        result = results[i]
-        if i in errors:
-            if on_infra_error == "zero":
-                out.append(_zero(job, errors[i]))
-        elif result is not None:
-            out.append(result)
-    return out
+    def assemble(self) -> list[GradeResult]:
+        """The results in input order, infrastructure errors handled per ``on_infra_error``."""
+        if self.failed_hard:
+            raise self.errors[min(self.errors)]
+        out: list[GradeResult] = []
+        for i, job in enumerate(self.jobs):
+            result = self.results[i]
+            if i in self.errors:
+                if self.on_infra_error == "zero":
+                    out.append(_zero(job, self.errors[i]))
+            elif result is not None:
+                out.append(result)
+        return out
 
 
 def grade_batch(
@@ -176,40 +170,35 @@ def grade_batch(
         extract=extract,
         egress=egress,
     )
-    results: list[GradeResult | None] = [None] * len(jobs)
-    errors: dict[int, CollimateError] = {}
     if not jobs:
         return []
-    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
-    batched = grade_jobs_batched(client, jobs, recorder, per_request=concurrency, on_chunk=take)
+    outcomes = _Results(jobs, on_infra_error, on_result, progress)
+    batched = grade_jobs_batched(
+        client, jobs, recorder, per_request=concurrency, on_chunk=outcomes.take_chunk
+    )
     if batched is not None:  # our node: one request
-        return _assemble(jobs, results, errors, on_infra_error)
+        return outcomes.assemble()
     with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs))) as pool:
         futures: dict[Future[GradeResult], int] = {
             pool.submit(_run_sync, client, job, recorder): i for i, job in enumerate(jobs)
         }
-        done = 0
         try:
             for future in as_completed(futures):
                 if future.cancelled():
                     continue
-                index = futures[future]
                 try:
-                    results[index] = future.result()
+                    outcome: GradeResult | CollimateError = future.result()
                 except CollimateError as exc:
-                    errors[index] = exc
-                    if on_infra_error == "raise":
-                        for pending in futures:
-                            pending.cancel()
-                _report_result(on_result, jobs, index, results, errors, on_infra_error)
-                done += 1
-                if progress is not None:
-                    progress(done, len(jobs))
+                    outcome = exc
+                outcomes.file(futures[future], outcome)
+                if outcomes.failed_hard:
+                    for pending in futures:
+                        pending.cancel()
         except BaseException:
             for pending in futures:
                 pending.cancel()
             raise
-    return _assemble(jobs, results, errors, on_infra_error)
+    return outcomes.assemble()
 
 
 async def agrade_batch(
@@ -242,36 +231,28 @@ async def agrade_batch(
         extract=extract,
         egress=egress,
     )
-    results: list[GradeResult | None] = [None] * len(jobs)
-    errors: dict[int, CollimateError] = {}
     if not jobs:
         return []
-    take = _chunk_taker(jobs, results, errors, on_infra_error, on_result, progress)
+    outcomes = _Results(jobs, on_infra_error, on_result, progress)
     batched = await agrade_jobs_batched(
-        client, jobs, recorder, per_request=concurrency, on_chunk=take
+        client, jobs, recorder, per_request=concurrency, on_chunk=outcomes.take_chunk
     )
     if batched is not None:  # our node: one request
-        return _assemble(jobs, results, errors, on_infra_error)
+        return outcomes.assemble()
     limiter = anyio.CapacityLimiter(concurrency)
-    done = 0
 
     async with anyio.create_task_group() as group:
 
         async def one(index: int, job: _Job) -> None:
-            nonlocal done
             async with limiter:
                 try:
-                    results[index] = await _run_async(client, job, recorder)
+                    outcome: GradeResult | CollimateError = await _run_async(client, job, recorder)
                 except CollimateError as exc:
-                    errors[index] = exc
-                    if on_infra_error == "raise":
-                        group.cancel_scope.cancel()
-                        return
-            _report_result(on_result, jobs, index, results, errors, on_infra_error)
-            done += 1
-            if progress is not None:
-                progress(done, len(jobs))
+                    outcome = exc
+            outcomes.file(index, outcome)
+            if outcomes.failed_hard:
+                group.cancel_scope.cancel()
 
         for index, job in enumerate(jobs):
             group.start_soon(one, index, job)
-    return _assemble(jobs, results, errors, on_infra_error)
+    return outcomes.assemble()

@@ -82,10 +82,25 @@ def _missed(response: Any) -> bool:
 
 
 def _one_shot(job: _Job, warm: bool) -> dict[str, Any]:
+    """The keyword arguments of a one-shot exec (``exec_once``, or a batch item)."""
     request = job.request(warm)
     if job.egress is not None:  # only when asked: a client need not know the keyword
         request["egress"] = job.egress
     return request
+
+
+def _record(recorder: GradeRecorder | None, job: _Job, result: GradeResult) -> None:
+    """Append a finished grade to ``recorder`` (with the policy it ran under)."""
+    if recorder is not None:
+        recorder.record(
+            job.template,
+            job.spec,
+            job.completion,
+            job.source,
+            job.timeout_seconds,
+            result,
+            egress=job.egress,
+        )
 
 
 def _call_sync(client: _SyncClient, job: _Job, warm: bool) -> Any:
@@ -142,16 +157,7 @@ def _run_sync(client: _SyncClient, job: _Job, recorder: GradeRecorder | None) ->
         raise infra from exc
     else:
         result = _finish(job, response)
-    if recorder is not None:
-        recorder.record(
-            job.template,
-            job.spec,
-            job.completion,
-            job.source,
-            job.timeout_seconds,
-            result,
-            egress=job.egress,
-        )
+    _record(recorder, job, result)
     return result
 
 
@@ -169,14 +175,5 @@ async def _run_async(
         raise infra from exc
     else:
         result = _finish(job, response)
-    if recorder is not None:
-        recorder.record(
-            job.template,
-            job.spec,
-            job.completion,
-            job.source,
-            job.timeout_seconds,
-            result,
-            egress=job.egress,
-        )
+    _record(recorder, job, result)
     return result

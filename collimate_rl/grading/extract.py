@@ -133,7 +133,7 @@ def extract_code(
     if chosen:
         texts = [_clean("\n".join(f.body)) for f in chosen]
         if not python:
-            if entry is not None:  # the block naming the entry, as before issue 16's tags
+            if entry is not None:  # prefer the blocks that name the entry
                 texts = [t for t in texts if _names_entry(t, entry)] or texts
             return texts[-1] if which == "last" else texts[0]
         pieces = [_Piece(i, t, describe(t)) for i, t in enumerate(map(_from_session, texts))]

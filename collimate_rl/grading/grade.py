@@ -86,9 +86,9 @@ def grade(
             hanging candidate still gets a verdict.
         session_id: run in this session instead of a one-shot exec. Note:
             concurrent grades in one session share its filesystem.
-        extract: ``True`` (the last fenced block in the spec's language, see
-            :func:`~collimate_rl.grading.extract_code`), ``False`` (the completion is the code) or a
-            callable.
+        extract: ``True`` (the program :func:`~collimate_rl.grading.extract_code` finds in
+            the spec's language: the prose dropped, helpers and imports kept), ``False`` (the
+            completion is the code) or a callable.
         recorder: a :class:`~collimate_rl.grading.ReplayRecorder` to append to
             (it records ``egress`` too).
         egress: the egress policy of a one-shot grade on a networked template

@@ -29,7 +29,7 @@ from collimate_rl.ray._client import (
     images_unsupported,
 )
 from collimate_rl.ray._directory import Directory, FleetNode
-from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
+from collimate_rl.ray._errors import NodeLostError
 from collimate_rl.ray._ids import fleet_id
 from collimate_rl.ray._router import (
     Placement,
@@ -38,8 +38,8 @@ from collimate_rl.ray._router import (
     fleet_forked,
     fleet_health,
     fleet_session,
-    no_healthy_node,
 )
+from collimate_rl.templates import environment_async
 from collimate_rl.wire import AsyncCollimateClient
 from collimate_rl.wire._daemon_flows import BatchResult
 from collimate_rl.wire.models import (
@@ -113,16 +113,11 @@ class AsyncFleetClient(FleetClientBase):
         refused: list[str] = []
         last: CollimateError | None = None
         while True:
-            try:
-                target = self._router.pinned(node) if node else self._router.choose(kind, refused)
-            except NoHealthyNodeError as none:
-                if last is None:
-                    raise
-                raise none from last
+            target = self._target(kind, node, refused, last)
             try:
                 return target, await self._on(target, kind, call)
             except (*REFUSED, NodeLostError) as exc:
-                if node or (isinstance(exc, NodeLostError) and exc.sent):
+                if not self._may_go_elsewhere(exc, node):
                     raise
                 refused.append(target.tag)
                 last = exc
@@ -172,14 +167,10 @@ class AsyncFleetClient(FleetClientBase):
     ) -> dict[str, Any]:
         """See :meth:`FleetClient.bake_template`."""
         spec = bake_spec(template_id, setup, base, network, timeout, ready, egress)
-        nodes = self.directory.placeable()
-        if not nodes:
-            raise no_healthy_node(self.directory.nodes())
         answers = {}
-        for node in nodes:
+        for node in self._bake_targets():
             answers[node.tag] = await self._on(node, None, lambda c: c.bake_template(**spec))
-        self.directory.record_bake(spec)
-        return {**next(iter(answers.values())), "nodes": sorted(answers)}
+        return self._baked(spec, answers)
 
     async def env(
         self,
@@ -192,8 +183,6 @@ class AsyncFleetClient(FleetClientBase):
         secrets: Any = None,
     ) -> Any:
         """See :meth:`FleetClient.env`."""
-        from collimate_rl.templates import environment_async
-
         return await environment_async(
             self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets
         )
@@ -284,8 +273,6 @@ class AsyncFleetClient(FleetClientBase):
         forked = await self._on(node, None, lambda c: c.fork_session(sid, count))
         return fleet_forked(node.tag, forked)
 
-    # -- lifecycle -----------------------------------------------------------------------
-
     async def exec_batch(self, items: Sequence[Mapping[str, Any]]) -> list[BatchResult]:
         """See :meth:`FleetClient.exec_batch`."""
         parts, results = self._batch_plan(items)
@@ -316,6 +303,8 @@ class AsyncFleetClient(FleetClientBase):
                 continue
             deleted += [fleet_id(tag, sid) for sid in gone]
         return deleted
+
+    # -- lifecycle -----------------------------------------------------------------------
 
     async def aclose(self) -> None:
         """Close the node clients' connections (idempotent)."""

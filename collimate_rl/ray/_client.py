@@ -40,7 +40,7 @@ from collimate_rl.errors import (
 )
 from collimate_rl.ray._directory import Directory, FleetNode
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
-from collimate_rl.ray._ids import fleet_id, split_id
+from collimate_rl.ray._ids import fleet_id
 from collimate_rl.ray._router import (
     Placement,
     Router,
@@ -50,8 +50,8 @@ from collimate_rl.ray._router import (
     fleet_health,
     fleet_session,
     no_healthy_node,
-    unknown_node,
 )
+from collimate_rl.templates import environment
 from collimate_rl.wire import CollimateClient
 from collimate_rl.wire._daemon_flows import BatchResult
 from collimate_rl.wire.models import (
@@ -84,6 +84,7 @@ REFUSED = (CollimateDrainingError, CollimateCapacityError)
 
 
 def images_unsupported() -> CollimateError:
+    """The error ``images()`` raises on a fleet client (the daemon surface has no catalog)."""
     return CollimateError(
         "images() is gateway only: a fleet of local nodes has no image catalog; use templates()"
     )
@@ -171,6 +172,36 @@ class FleetClientBase:
             part.items.append(fields)
         return parts, results
 
+    def _target(
+        self, kind: Placement, node: str | None, refused: list[str], last: CollimateError | None
+    ) -> FleetNode:
+        """Where a placed call goes next: ``node`` if pinned, else the least-loaded healthy
+        node not in ``refused``; with none left, the refusal that led here is the cause."""
+        try:
+            return self._router.pinned(node) if node else self._router.choose(kind, refused)
+        except NoHealthyNodeError as none:
+            if last is None:
+                raise
+            raise none from last
+
+    @staticmethod
+    def _may_go_elsewhere(exc: CollimateError, node: str | None) -> bool:
+        """Whether a refused placed call may go to another node: not pinned, and it provably
+        ran nowhere (a refusal, or a node lost before the call was sent)."""
+        return not node and not (isinstance(exc, NodeLostError) and exc.sent)
+
+    def _bake_targets(self) -> list[FleetNode]:
+        """The nodes a bake goes to: every healthy one (there must be one)."""
+        nodes = self.directory.placeable()
+        if not nodes:
+            raise no_healthy_node(self.directory.nodes())
+        return nodes
+
+    def _baked(self, spec: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any]:
+        """Record a bake for joining nodes; the first node's answer, with every node's tag."""
+        self.directory.record_bake(spec)
+        return {**next(iter(answers.values())), "nodes": sorted(answers)}
+
     @staticmethod
     def _batch_fill(
         results: list[BatchResult | None], part: BatchPart, got: list[BatchResult] | CollimateError
@@ -203,11 +234,7 @@ class FleetClientBase:
             CollimateUsageError: not a fleet session id.
             CollimateNotFoundError: a node this fleet never had.
         """
-        tag, _ = split_id(session_id)
-        node = self.directory.get(tag)
-        if node is None:
-            raise unknown_node(session_id, tag)
-        return node
+        return self.directory.node_of(session_id)
 
     def spread_targets(self) -> tuple[str, ...]:
         """The tags of the nodes new work may go to now (healthy ones), oldest first.
@@ -221,7 +248,7 @@ class FleetClientBase:
 
         A good ``concurrency`` for ``grade_batch`` and the vector env over this fleet.
         """
-        return sum(n.load.max_inflight for n in self.directory.placeable())
+        return self.directory.capacity()
 
     def __reduce__(self) -> Any:
         raise CollimateUsageError(
@@ -298,16 +325,11 @@ class FleetClient(FleetClientBase):
         refused: list[str] = []
         last: CollimateError | None = None
         while True:
-            try:
-                target = self._router.pinned(node) if node else self._router.choose(kind, refused)
-            except NoHealthyNodeError as none:
-                if last is None:
-                    raise
-                raise none from last
+            target = self._target(kind, node, refused, last)
             try:
                 return target, self._on(target, kind, call)
             except (*REFUSED, NodeLostError) as exc:
-                if node or (isinstance(exc, NodeLostError) and exc.sent):
+                if not self._may_go_elsewhere(exc, node):
                     raise
                 refused.append(target.tag)
                 last = exc
@@ -357,14 +379,11 @@ class FleetClient(FleetClientBase):
     ) -> dict[str, Any]:
         """Bake a template on every healthy node; nodes that join later bake it too."""
         spec = bake_spec(template_id, setup, base, network, timeout, ready, egress)
-        nodes = self.directory.placeable()
-        if not nodes:
-            raise no_healthy_node(self.directory.nodes())
         answers = {
-            node.tag: self._on(node, None, lambda c: c.bake_template(**spec)) for node in nodes
+            node.tag: self._on(node, None, lambda c: c.bake_template(**spec))
+            for node in self._bake_targets()
         }
-        self.directory.record_bake(spec)
-        return {**next(iter(answers.values())), "nodes": sorted(answers)}
+        return self._baked(spec, answers)
 
     def env(
         self,
@@ -377,8 +396,6 @@ class FleetClient(FleetClientBase):
         secrets: Any = None,
     ) -> Any:
         """An environment handle, as :meth:`CollimateClient.env` gives."""
-        from collimate_rl.templates import environment
-
         return environment(self, ref, width=width, name=name, ready=ready, env=env, secrets=secrets)
 
     # -- sessions ----------------------------------------------------------------------

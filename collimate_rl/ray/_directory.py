@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collimate_rl.ray._errors import unknown_node
+from collimate_rl.ray._ids import split_id
+
 __all__ = ["Directory", "FleetNode", "NodeLoad", "NodeState"]
 
 #: How often one node may be checked on a client's behalf (a burst of errors checks once).
@@ -49,6 +52,15 @@ class NodeState(str, enum.Enum):
         (True, False)
         """
         return self in (NodeState.HEALTHY, NodeState.DRAINING)
+
+    @property
+    def ended(self) -> bool:
+        """This node run is over (lost, failed or stopped): nothing brings it back.
+
+        >>> NodeState.STOPPED.ended, NodeState.STARTING.ended
+        (True, False)
+        """
+        return self in (NodeState.LOST, NodeState.FAILED, NodeState.STOPPED)
 
 
 @dataclass(frozen=True)
@@ -156,10 +168,9 @@ class Directory:
         """
         with self._lock:
             node = self._nodes[tag]
-            final = (NodeState.LOST, NodeState.FAILED, NodeState.STOPPED)
-            if node.state in final and changes.get("state", node.state) != node.state:
+            if node.state.ended and changes.get("state", node.state) != node.state:
                 return node
-            if node.state in final:
+            if node.state.ended:
                 changes.pop("error", None)  # keep the reason it ended with
             node = dataclasses.replace(node, **changes)
             self._nodes[tag] = node
@@ -178,6 +189,23 @@ class Directory:
     def placeable(self) -> list[FleetNode]:
         """The nodes new work may go to (healthy ones)."""
         return [n for n in self.nodes() if n.state is NodeState.HEALTHY]
+
+    def node_of(self, session_id: object) -> FleetNode:
+        """The entry of the node that holds ``session_id`` (whatever its state).
+
+        Raises:
+            CollimateUsageError: not a fleet session id.
+            CollimateNotFoundError: a node this fleet never had (404 ``no_such_session``).
+        """
+        tag, _ = split_id(session_id)
+        node = self.get(tag)
+        if node is None:
+            raise unknown_node(session_id, tag)
+        return node
+
+    def capacity(self) -> int:
+        """Execs the healthy nodes run at once (the sum of their ``max_inflight``)."""
+        return sum(n.load.max_inflight for n in self.placeable())
 
     def check(self, tag: str) -> FleetNode | None:
         """Re-examine node ``tag`` now (at most every few hundred ms per node); its entry."""

@@ -20,9 +20,9 @@ fleet node n0a1b2c3d (Ray node 4f1c...) was lost: its Ray node died; its session
 
 from __future__ import annotations
 
-from collimate_rl.errors import CollimateTransportError
+from collimate_rl.errors import CollimateNotFoundError, CollimateTransportError
 
-__all__ = ["NoHealthyNodeError", "NodeLostError"]
+__all__ = ["NoHealthyNodeError", "NodeLostError", "unknown_node"]
 
 
 class NodeLostError(CollimateTransportError):
@@ -50,3 +50,16 @@ class NodeLostError(CollimateTransportError):
 
 class NoHealthyNodeError(CollimateTransportError):
     """No node of the fleet can take new work: none started, or all are lost or draining."""
+
+
+def unknown_node(session_id: object, tag: str) -> CollimateNotFoundError:
+    """The error for a session id naming a node this fleet never had (404 ``no_such_session``).
+
+    >>> unknown_node("n0a1b2c3d.ses_1", "n0a1b2c3d").error_code
+    'no_such_session'
+    """
+    return CollimateNotFoundError(
+        f"no session {session_id!r}: node {tag} is not part of this fleet",
+        status=404,
+        error_code="no_such_session",
+    )

@@ -49,8 +49,8 @@ from collimate_rl.ray._client import FleetClient
 from collimate_rl.ray._directory import Directory, FleetNode, NodeLoad, NodeState
 from collimate_rl.ray._errors import NoHealthyNodeError
 from collimate_rl.ray._host import NODE_OPTIONS, NodeHost
-from collimate_rl.ray._ids import new_tag, split_id
-from collimate_rl.ray._router import no_healthy_node, unknown_node
+from collimate_rl.ray._ids import new_tag
+from collimate_rl.ray._router import no_healthy_node
 from collimate_rl.wire import CollimateClient
 
 __all__ = ["RayFleet"]
@@ -217,11 +217,7 @@ class RayFleet:
 
     def node_of(self, session_id: str) -> FleetNode:
         """The node that holds ``session_id`` (any state: a lost node's entry says why)."""
-        tag, _ = split_id(session_id)
-        node = self._directory.get(tag)
-        if node is None:
-            raise unknown_node(session_id, tag)
-        return node
+        return self._directory.node_of(session_id)
 
     def direct_client(self, tag: str, **kwargs: Any) -> CollimateClient:
         """A plain daemon client of node ``tag`` alone (node-local ids; the caller closes it).
@@ -243,7 +239,7 @@ class RayFleet:
 
     def capacity(self) -> int:
         """Execs the healthy nodes run at once: a good ``concurrency`` for grading."""
-        return sum(n.load.max_inflight for n in self._directory.placeable())
+        return self._directory.capacity()
 
     def wait_for(self, count: int, timeout: float = 120.0) -> list[FleetNode]:
         """Wait until ``count`` nodes are healthy (e.g. after the cluster grew); those nodes.
@@ -343,7 +339,7 @@ class RayFleet:
         draining: set[str],
     ) -> None:
         entry = self._directory.get(member.tag)
-        if entry is None or entry.state in (NodeState.LOST, NodeState.FAILED, NodeState.STOPPED):
+        if entry is None or entry.state.ended:
             return
         if member.ray_node_id not in alive:
             row = dead.get(member.ray_node_id, {})
@@ -457,10 +453,9 @@ class RayFleet:
             _ray().kill(member.actor, no_restart=True)
 
     def _runs_on(self, ray_node_id: str) -> bool:
-        live = (NodeState.STARTING, NodeState.HEALTHY, NodeState.DRAINING)
         for member in self._members.values():
             entry = self._directory.get(member.tag)
-            if member.ray_node_id == ray_node_id and entry is not None and entry.state in live:
+            if member.ray_node_id == ray_node_id and entry is not None and not entry.state.ended:
                 return True
         return False
 
@@ -517,11 +512,7 @@ class RayFleet:
         stops = []
         for member in members:
             entry = self._directory.get(member.tag)
-            if entry is not None and entry.state in (
-                NodeState.STARTING,
-                NodeState.HEALTHY,
-                NodeState.DRAINING,
-            ):
+            if entry is not None and not entry.state.ended:
                 with contextlib.suppress(Exception):
                     stops.append(member.actor.stop.remote())
         if stops:

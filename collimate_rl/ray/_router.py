@@ -31,11 +31,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
-from collimate_rl.errors import (
-    CollimateError,
-    CollimateNotFoundError,
-    CollimateUsageError,
-)
+from collimate_rl.errors import CollimateError, CollimateUsageError
 from collimate_rl.ray._directory import Directory, FleetNode, NodeState
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
 from collimate_rl.ray._ids import fleet_id, split_id
@@ -57,7 +53,6 @@ __all__ = [
     "fleet_session",
     "lost_error",
     "no_healthy_node",
-    "unknown_node",
 ]
 
 Placement = Literal["session", "exec"]
@@ -88,10 +83,8 @@ class Router:
             NodeLostError: the node is gone (nothing was sent).
         """
         self._check_open()
-        tag, node_sid = split_id(session_id)
-        node = self.directory.get(tag)
-        if node is None:
-            raise unknown_node(session_id, tag)
+        node = self.directory.node_of(session_id)
+        _, node_sid = split_id(session_id)
         if not node.state.serves_sessions:
             raise lost_error(node, sent=False)
         return node, node_sid
@@ -130,12 +123,15 @@ class Router:
             )
         raise lost_error(node, sent=False)
 
+    def _placed_since_report(self, node: FleetNode) -> int:
+        """Sessions this client placed on ``node`` since its last load report."""
+        stamp, placed = self._placed.get(node.tag, (node.load.stamp, 0))
+        return placed if stamp == node.load.stamp else 0
+
     def _score(self, node: FleetNode, kind: Placement) -> float:
         slots = max(1, node.load.max_inflight)
         if kind == "session":
-            stamp, placed = self._placed.get(node.tag, (node.load.stamp, 0))
-            placed = placed if stamp == node.load.stamp else 0
-            return (node.load.sessions + placed) / slots
+            return (node.load.sessions + self._placed_since_report(node)) / slots
         mine = self._inflight[node.tag]
         return max(mine, node.load.running + node.load.queued) / slots
 
@@ -151,9 +147,7 @@ class Router:
             self._inflight[node.tag] += 1
             self.calls[node.tag] += 1
             if kind == "session":
-                stamp, placed = self._placed.get(node.tag, (node.load.stamp, 0))
-                placed = placed if stamp == node.load.stamp else 0
-                self._placed[node.tag] = (node.load.stamp, placed + 1)
+                self._placed[node.tag] = (node.load.stamp, self._placed_since_report(node) + 1)
 
     def finished(self, node: FleetNode) -> None:
         """The call to ``node`` returned or failed."""
@@ -191,15 +185,6 @@ class Router:
     def _check_open(self) -> None:
         if self.directory.closed:
             raise CollimateUsageError("this fleet client's RayFleet was closed")
-
-
-def unknown_node(session_id: object, tag: str) -> CollimateNotFoundError:
-    """The error for a session id naming a node this fleet never had (404 ``no_such_session``)."""
-    return CollimateNotFoundError(
-        f"no session {session_id!r}: node {tag} is not part of this fleet",
-        status=404,
-        error_code="no_such_session",
-    )
 
 
 def lost_error(node: FleetNode, *, sent: bool) -> NodeLostError:

@@ -9,8 +9,10 @@ from typing import Any
 from collimate_rl.sandbox._core import adrive
 from collimate_rl.sandbox._files import download_flow, upload_flow
 from collimate_rl.sandbox._forkgroup import AsyncForkGroup, ChildInfo
-from collimate_rl.sandbox._operations import _default_client, _fork_seeds, _SandboxCore
+from collimate_rl.sandbox._operations import _SandboxCore
 from collimate_rl.sandbox._result import ExecResult
+from collimate_rl.seeds import group_seeds
+from collimate_rl.wire import connect_async
 
 __all__ = ["AsyncSandbox"]
 
@@ -44,7 +46,7 @@ class AsyncSandbox(_SandboxCore):
     ) -> None:
         super().__init__(
             template,
-            client=client if client is not None else _default_client(asynchronous=True),
+            client=client if client is not None else connect_async(),
             egress=egress,
             default_timeout=default_timeout,
             keep_on_error=keep_on_error,
@@ -148,7 +150,7 @@ class AsyncSandbox(_SandboxCore):
         max_per_call: int | None = None,
     ) -> AsyncForkGroup[AsyncSandbox]:
         """See :meth:`Sandbox.fork_group`."""
-        seeds = _fork_seeds(n, seed_mode, base_seed) if isinstance(n, int) else []
+        seeds = group_seeds(n, seed_mode, base_seed) if isinstance(n, int) else []
         op = self._fork_op(n, labels=labels, max_per_call=max_per_call)
         infos = await adrive(op, self.client)
         children = [

@@ -24,6 +24,15 @@ from typing import Any, TypeVar
 
 import anyio
 
+from collimate_rl.errors import CollimateNotFoundError
+from collimate_rl.wire._extensions import (
+    forget_batch_route,
+    has_batch_route,
+    is_missing_route,
+    resend_waits,
+    shed_items,
+)
+
 __all__ = ["ClientCall", "Op", "Sleep", "adrive", "drive", "drive_batched", "field_of", "to_dict"]
 
 T = TypeVar("T")
@@ -138,23 +147,39 @@ def drive_batched(ops: list[Op[T]], client: Any) -> list[tuple[bool, Any]]:
 
 
 def _exec_batch(client: Any, calls: list[Any]) -> list[Any] | None:
-    """The answers to ``session_exec`` calls, in one request; None if there is no such route."""
-    from collimate_rl.wire._extensions import (
-        forget_batch_route,
-        has_batch_route,
-        is_missing_route,
-    )
+    """The answers to ``session_exec`` calls, in one request; None if there is no such route.
 
+    Items the node shed (they did not run) are sent again, within the client's retries.
+    """
     if not has_batch_route(client):
         return None
     items = [dict(call.kwargs, session_id=call.args[0]) for call in calls]
+
+    def send(batch: list[dict[str, Any]]) -> list[Any]:
+        try:
+            return list(client.exec_batch(batch))
+        except Exception as exc:
+            if is_missing_route(exc):
+                raise
+            return [exc] * len(batch)
+
     try:
-        return list(client.exec_batch(items))
-    except Exception as exc:
-        if is_missing_route(exc):
-            forget_batch_route(client)
-            return None
-        return [exc] * len(calls)
+        answers = send(items)
+    except CollimateNotFoundError:
+        forget_batch_route(client)
+        return None
+    for wait in resend_waits(client):
+        shed = shed_items(answers)
+        if not shed:
+            break
+        time.sleep(wait)
+        try:
+            again = send([items[i] for i in shed])
+        except CollimateNotFoundError as gone:  # the route vanished (another node?)
+            again = [gone] * len(shed)
+        for i, answer in zip(shed, again, strict=True):
+            answers[i] = answer
+    return answers
 
 
 async def adrive(op: Op[T], client: Any) -> T:

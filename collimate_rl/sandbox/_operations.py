@@ -14,8 +14,7 @@ from collimate_rl.sandbox._core import ClientCall, Op, field_of
 from collimate_rl.sandbox._files import ScriptFlow
 from collimate_rl.sandbox._forkgroup import ChildInfo, check_fork_args, fork_kind, fork_op
 from collimate_rl.sandbox._result import ExecResult
-from collimate_rl.seeds import group_seeds, is_valid_seed
-from collimate_rl.wire import connect, connect_async
+from collimate_rl.seeds import is_valid_seed
 
 __all__ = ["WARM_FORK_MS"]
 
@@ -227,12 +226,3 @@ class _SandboxCore:
             {"ttl_seconds": ttl_seconds, "protocol": protocol},
         )
         return str(field_of(resp, "url", ""))
-
-
-def _default_client(*, asynchronous: bool) -> Any:
-    """``connect()`` (or ``connect_async()``): the client a handle gets when given none."""
-    return connect_async() if asynchronous else connect()
-
-
-def _fork_seeds(n: int, seed_mode: str, base_seed: str | None) -> list[str | None]:
-    return group_seeds(n, seed_mode, base_seed)

@@ -15,13 +15,10 @@ from typing import Any
 from collimate_rl.sandbox._core import drive
 from collimate_rl.sandbox._files import download_flow, upload_flow
 from collimate_rl.sandbox._forkgroup import ChildInfo, ForkGroup
-from collimate_rl.sandbox._operations import (
-    WARM_FORK_MS,
-    _default_client,
-    _fork_seeds,
-    _SandboxCore,
-)
+from collimate_rl.sandbox._operations import WARM_FORK_MS, _SandboxCore
 from collimate_rl.sandbox._result import ExecResult
+from collimate_rl.seeds import group_seeds
+from collimate_rl.wire import connect
 
 __all__ = ["WARM_FORK_MS", "Sandbox"]
 
@@ -73,7 +70,7 @@ class Sandbox(_SandboxCore):
     ) -> None:
         super().__init__(
             template,
-            client=client if client is not None else _default_client(asynchronous=False),
+            client=client if client is not None else connect(),
             egress=egress,
             default_timeout=default_timeout,
             keep_on_error=keep_on_error,
@@ -231,7 +228,7 @@ class Sandbox(_SandboxCore):
         Raises:
             ForkShortError: a fork call returned fewer children (none are left).
         """
-        seeds = _fork_seeds(n, seed_mode, base_seed) if isinstance(n, int) else []
+        seeds = group_seeds(n, seed_mode, base_seed) if isinstance(n, int) else []
         infos = drive(self._fork_op(n, labels=labels, max_per_call=max_per_call), self.client)
         children = [
             self._child(info, seed, default_timeout)

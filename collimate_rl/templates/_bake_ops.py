@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collimate_rl.errors import GatewayError
+from collimate_rl.errors import CollimateNotFoundError, GatewayError
 from collimate_rl.sandbox._core import ClientCall, Op, Sleep, field_of
 from collimate_rl.templates._clients import _is_gateway, _no_node_bake
 from collimate_rl.templates._ready import Ready
@@ -157,10 +157,15 @@ def _bake_op(
     )
 
 
-def _attach_op(template_id: str) -> Op[_HandleInfo]:
-    status = yield from _status_op(_HandleInfo(template_id))
-    return _HandleInfo(
-        template_id,
+def _attach_op(info: _HandleInfo) -> Op[_HandleInfo]:
+    """What a handle on an existing template needs; raises if there is no such template."""
+    status = yield from _status_op(info)
+    if info.on_node and not status.converged:  # the gateway's GET answers 404 by itself
+        raise CollimateNotFoundError(
+            f"this node has no template {info.id!r}", status=404, error_code="no_template"
+        )
+    return replace(
+        info,
         name=status.name,
         image=status.image,
         declared=status.declared,

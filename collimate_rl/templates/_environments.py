@@ -281,9 +281,9 @@ def environment(
     4. an owned template or raw id: declare ``width`` (if given) with
        ``expect_width`` and release it on exit; overrides are ignored.
 
-    On the local node or daemon the template ids are built in: the result is
-    a plain handle and ``width`` is only a hint; overrides need a bake, which
-    only the gateway offers.
+    On the local node or a daemon the template must exist (built in, or baked
+    before with :meth:`Template.bake`): the result is a plain handle and ``width``
+    is only a hint; ``ready``/``env`` overrides are refused there (bake first).
 
     ``secrets`` become the env's ``secret_refs``; they never reach a bake.
 

@@ -55,10 +55,10 @@ class _HandleBase:
 
 
 class TemplateHandle(_HandleBase):
-    """A baked (or baking) gateway template.
+    """A baked (or baking) template: on the gateway, or on our node (live once baked).
 
     Args:
-        client: a gateway client.
+        client: a gateway client, or a client of our node.
         template_id: the template's id.
         name, image, declared, bake_mode: what the bake said; they fill in
             fields the server reports as empty or 0.
@@ -99,7 +99,7 @@ class TemplateHandle(_HandleBase):
 
 
 class AsyncTemplateHandle(_HandleBase):
-    """The async twin of :class:`TemplateHandle` (on ``AsyncGatewayClient``)."""
+    """The async twin of :class:`TemplateHandle` (on an async client)."""
 
     async def status(self) -> TemplateStatus:
         """See :meth:`TemplateHandle.status`."""
@@ -130,7 +130,7 @@ def _handle(cls: type[H], client: Any, info: _HandleInfo) -> H:
 
 
 class Template:
-    """Bake, inspect and attach to gateway templates (a namespace of static methods).
+    """Bake, inspect and attach to templates, on the gateway or our node (static methods).
 
     >>> class Gateway:  # stands in for GatewayClient here
     ...     def create_template(self, **kw):
@@ -174,12 +174,17 @@ class Template:
 
     @staticmethod
     def attach(client: Any, template_id: str) -> TemplateHandle:
-        """A handle on an existing template (one GET, which also checks it exists)."""
-        return _handle(TemplateHandle, client, drive(_attach_op(template_id), client))
+        """A handle on an existing template (one read, which also checks it exists).
+
+        Raises:
+            CollimateNotFoundError: no such template (the gateway's 404, or the node's list).
+        """
+        info = _HandleInfo(template_id, on_node=_on_node(client))
+        return _handle(TemplateHandle, client, drive(_attach_op(info), client))
 
 
 class AsyncTemplate:
-    """The async twin of :class:`Template` (on ``AsyncGatewayClient``)."""
+    """The async twin of :class:`Template` (on an async client)."""
 
     @staticmethod
     async def bake(
@@ -205,4 +210,5 @@ class AsyncTemplate:
     @staticmethod
     async def attach(client: Any, template_id: str) -> AsyncTemplateHandle:
         """See :meth:`Template.attach`."""
-        return _handle(AsyncTemplateHandle, client, await adrive(_attach_op(template_id), client))
+        info = _HandleInfo(template_id, on_node=_on_node(client))
+        return _handle(AsyncTemplateHandle, client, await adrive(_attach_op(info), client))

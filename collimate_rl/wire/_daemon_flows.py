@@ -219,7 +219,8 @@ def exec_batch(ctx: CallContext, items: Sequence[Mapping[str, Any]]) -> Flow[lis
     """``POST /v1/exec/batch`` (our node's extension; not idempotent).
 
     ``items`` are ``session_exec`` / ``exec_once`` keyword arguments plus
-    ``session_id`` or ``template_id``; each is validated like a single exec.
+    ``session_id`` or ``template_id`` (a one-shot item may carry ``egress``);
+    each is validated like a single exec.
     Returns one :class:`ExecResponse` or :class:`CollimateError` per item, in
     order. A node without the extension raises ``CollimateNotFoundError``
     (``error_code`` ``not_found``).
@@ -233,6 +234,11 @@ def exec_batch(ctx: CallContext, items: Sequence[Mapping[str, Any]]) -> Flow[lis
         session_id, template_id = fields.pop("session_id", None), fields.pop("template_id", None)
         if (session_id is None) == (template_id is None):
             raise CollimateUsageError("each batch item needs a session_id or a template_id")
+        egress = fields.pop("egress", None)
+        if egress is not None and session_id is not None:
+            raise CollimateUsageError(
+                "egress applies to one-shot batch items; a session's policy is set at its creation"
+            )
         body = build_exec_body(
             command=fields.pop("command", None),
             code=fields.pop("code", None),
@@ -240,13 +246,13 @@ def exec_batch(ctx: CallContext, items: Sequence[Mapping[str, Any]]) -> Flow[lis
             files=fields.pop("files", None),
             timeout_seconds=fields.pop("timeout_seconds", 30),
             seed=fields.pop("seed", None),
+            template_id=template_id,
+            egress=egress,
         )
         if fields:
             raise CollimateUsageError(f"unknown batch item fields: {sorted(fields)}")
         if session_id is not None:
             body["session_id"] = path_id(session_id)
-        else:
-            body["template_id"] = path_id(template_id, "template_id")
         longest = max(longest, int(body["timeout_seconds"]))
         bodies.append(body)
     req = Request(

@@ -2,7 +2,9 @@
 
 ``exec_batch`` / ``delete_sessions`` exist on our node only. A real daemon or a
 gateway answers the route with 404 ``not_found``; the caller remembers that per
-client (weakly) and uses the contract's per-session routes from then on.
+client (weakly) and uses the contract's per-session routes from then on. Items the
+node shed (``at_capacity``: they did not run) are resent like a single exec's 503:
+:func:`shed_items` finds them, :func:`resend_waits` says how long to wait before each try.
 
 >>> class Daemon:
 ...     def exec_batch(self, items): ...
@@ -14,12 +16,20 @@ client (weakly) and uses the contract's per-session routes from then on.
 from __future__ import annotations
 
 import contextlib
+import random
 import weakref
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from collimate_rl.errors import CollimateNotFoundError
+from collimate_rl.errors import CollimateCapacityError, CollimateNotFoundError
 
-__all__ = ["forget_batch_route", "has_batch_route", "is_missing_route"]
+__all__ = [
+    "forget_batch_route",
+    "has_batch_route",
+    "is_missing_route",
+    "resend_waits",
+    "shed_items",
+]
 
 _WITHOUT: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -43,3 +53,26 @@ def forget_batch_route(client: Any) -> None:
 def is_missing_route(exc: BaseException) -> bool:
     """Whether ``exc`` is a node saying it has no such route (404 ``not_found``)."""
     return isinstance(exc, CollimateNotFoundError) and exc.error_code == "not_found"
+
+
+def shed_items(answers: Sequence[Any]) -> list[int]:
+    """The positions of a batch's answers that are items the node shed (safe to resend).
+
+    >>> shed_items(["ok", CollimateCapacityError("shed", error_code="at_capacity"), "ok"])
+    [1]
+    """
+    return [i for i, answer in enumerate(answers) if isinstance(answer, CollimateCapacityError)]
+
+
+def resend_waits(client: Any) -> Iterator[float]:
+    """Seconds to wait before each resend of shed items: one per retry ``client`` allows,
+    full-jitter exponential backoff from its ``backoff`` (as for a single exec's 503).
+
+    >>> class Client:
+    ...     retries, backoff = 2, 0.1
+    >>> [0 <= wait <= 0.1 * 2**i for i, wait in enumerate(resend_waits(Client()))]
+    [True, True]
+    """
+    backoff = float(getattr(client, "backoff", 0.15))
+    for attempt in range(int(getattr(client, "retries", 0))):
+        yield random.uniform(0, backoff * 2**attempt)

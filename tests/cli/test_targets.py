@@ -3,6 +3,7 @@ or an embedded local node started for the command."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,17 @@ def test_node_socket_from_the_environment(
         assert EMBEDDED not in run.err
     finally:
         local_client.delete_session(sid)
+
+
+def test_a_bake_warns_of_its_lifetime_only_on_an_embedded_node(
+    cli: Cli, local_node: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLLIMATE_SERVE_SOCKET", str(local_node.socket_path))
+    run = cli("bake", f"cli-env-{secrets.token_hex(4)}", "--setup", "true")
+    assert run.code == 0 and "lives only as long" not in run.err  # the node outlives the command
+    monkeypatch.delenv("COLLIMATE_SERVE_SOCKET")
+    run = cli("bake", "cli-embedded", "--setup", "true")
+    assert run.code == 0 and EMBEDDED in run.err and "lives only as long" in run.err
 
 
 def test_embedded_node_by_default(cli: Cli) -> None:

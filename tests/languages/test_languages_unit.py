@@ -52,6 +52,13 @@ def test_every_template_names_its_language() -> None:
     assert language_of_template("python3") == language_of_template("py") == "python"
     assert language_of_template("js") == "javascript" and language_of_template("rs") == "rust"
     assert language_of_template("my-baked-template") is None
+    # a built-in's networked twin grades the same language (not C++ as Python)
+    assert (
+        language_of_template("cpp-net") == "cpp" and language_of_template("js-net") == "javascript"
+    )
+    assert (
+        language_of_template("python3-net") == "python" and language_of_template("my-net") is None
+    )
 
 
 @pytest.mark.parametrize(

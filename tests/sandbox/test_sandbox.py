@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import collimate_rl.sandbox as sandbox_pkg
 from collimate_rl.errors import (
+    CollimateCapacityError,
     CollimateError,
     CollimateNotFoundError,
     CollimateTransportError,
@@ -271,6 +272,28 @@ def test_fork_group_exec_each_is_one_request_on_our_node(node_client: Any) -> No
         assert (counting.batches, counting.singles) == (3, 0)
 
 
+class ShedsOnce(CountingBatches):
+    """The node sheds the last item of the first batch (``at_capacity``: it did not run)."""
+
+    def exec_batch(self, items: Any) -> Any:
+        self.batches += 1
+        if self.batches > 1:
+            return self._client.exec_batch(items)
+        shed = CollimateCapacityError(
+            "this batch item was shed", status=503, error_code="at_capacity"
+        )
+        return [*self._client.exec_batch(items[:-1]), shed]
+
+
+def test_fork_group_exec_each_resends_what_the_node_shed(node_client: Any) -> None:
+    """Like a single exec's 503, a shed item is sent again (within the client's retries)."""
+    shedding = ShedsOnce(node_client)
+    with Sandbox("python3", client=shedding) as box, box.fork_group(3) as group:
+        results = group.exec_each(command="echo ran")
+    assert [r.stdout if r else None for r in results] == ["ran\n"] * 3
+    assert (shedding.batches, shedding.singles) == (2, 0)
+
+
 def test_fork_group_seed_modes(shell_client: ShellClient) -> None:
     with Sandbox("python3", client=shell_client) as box:
         with box.fork_group(3) as crn:
@@ -496,3 +519,6 @@ def test_template_bake_on_the_local_node() -> None:
         assert status.converged and status.phase == "Live"
         with Sandbox(name, client=client) as box:
             assert box.exec(command="cat greeting.txt").stdout == "hi\n"
+        assert Template.attach(client, name).status().phase == "Live"
+        with pytest.raises(CollimateNotFoundError, match="no template 'never-baked'"):
+            Template.attach(client, "never-baked")

@@ -163,6 +163,25 @@ def test_exec_once(server: ScriptedServer, make_client: MakeClient) -> None:
     }
 
 
+def test_exec_batch_sends_a_one_shot_item_s_egress(
+    server: ScriptedServer, make_client: MakeClient
+) -> None:
+    server.script("POST", "/v1/exec/batch", Reply(200, {"results": [EXEC_OK, EXEC_OK]}))
+    client = make_client(server)
+    items = [
+        {"template_id": "py-net", "code": "1", "egress": {"mode": "none"}},
+        {"session_id": "s1", "code": "2"},
+    ]
+    assert [r.ok for r in client.exec_batch(items)] == [True, True]
+    assert server.calls()[0].body["items"] == [
+        {"timeout_seconds": 30, "template_id": "py-net", "code": "1", "egress": {"mode": "none"}},
+        {"timeout_seconds": 30, "code": "2", "session_id": "s1"},
+    ]
+    with pytest.raises(CollimateUsageError, match="one-shot"):  # a session's policy is fixed
+        client.exec_batch([{"session_id": "s1", "code": "2", "egress": {"mode": "none"}}])
+    assert len(server.calls()) == 1
+
+
 def test_fork_session(server: ScriptedServer, make_client: MakeClient) -> None:
     children = [
         {"id": f"c{i}", "session_id": f"c{i}", "template_id": "py", "fork_time_ms": 0.1}

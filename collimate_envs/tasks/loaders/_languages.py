@@ -15,6 +15,8 @@ from typing import Any, Final
 from collimate_envs.tasks._errors import TaskFormatError
 from collimate_envs.tasks._model import Difficulty
 from collimate_envs.tasks._tests import ProgramTests
+from collimate_rl.errors import CollimateUsageError
+from collimate_rl.grading.languages import language
 
 __all__ = [
     "CC_DIFFICULTY",
@@ -42,9 +44,6 @@ CC_DIFFICULTY: Final[dict[int, Difficulty]] = {
 
 
 def language_name(value: Any, where: str) -> str:
-    from collimate_rl.errors import CollimateUsageError
-    from collimate_rl.grading.languages import language
-
     if isinstance(value, int) and not isinstance(value, bool):
         if value not in CODECONTESTS_LANGUAGES:
             raise TaskFormatError(f"{where}: no template runs CodeContests language {value}")

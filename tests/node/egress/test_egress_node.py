@@ -24,7 +24,7 @@ import pytest
 from collimate_rl._bearer import bearer_headers
 from collimate_rl.cli import main as cli_main
 from collimate_rl.errors import CollimateServerError
-from collimate_rl.grading import ReplayRecorder, UnitTestReward, grade
+from collimate_rl.grading import ReplayRecorder, UnitTestReward, grade, grade_batch
 from collimate_rl.node import LocalNode
 from collimate_rl.sandbox import Sandbox
 from collimate_rl.templates import Ready, Template
@@ -399,9 +399,20 @@ def test_one_shot_execs_grades_and_the_manifest_carry_the_policy(
             recorder=recorder,
             egress={"mode": "none"},
         )
+        # grade_batch takes our node's batch route: the same policy per item, the same manifest
+        batched = grade_batch(
+            client,
+            "python3-net",
+            [answer, answer],
+            spec,
+            extract=False,
+            recorder=recorder,
+            egress={"mode": "none"},
+        )
     assert passed.reward == 1.0 and failed.reward == 0.0
+    assert [r.reward for r in batched] == [0.0, 0.0]
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
-    assert [r["egress"] for r in rows] == [{"allow": ["origin.test"]}, {"mode": "none"}]
+    assert [r["egress"] for r in rows] == [{"allow": ["origin.test"]}] + [{"mode": "none"}] * 3
 
 
 def test_networked_bakes_with_a_default_policy_that_a_call_overrides(
