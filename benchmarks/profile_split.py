@@ -7,6 +7,11 @@ template container into a third one once it is up (every session forks from it),
 G=4 x K=8 vector-env episodes from this process (the client's cgroup), counting ``reset``
 and ``step`` apart; then the warm-fork floor on the same rollouts. Run it against another
 checkout with ``PYTHONPATH=<checkout>`` to compare builds side by side.
+
+The sandboxes' share is split further by process (``/proc/<pid>/stat``, both phases
+together): the template master itself, its live children (workers, session servers) and
+the children it reaped during the run (boxes; before light sessions, session servers
+and everything below them).
 """
 
 from __future__ import annotations
@@ -33,6 +38,45 @@ def _usage() -> dict[str, float]:
     return {
         p: int((BASE / f"collimate-split-{p}" / "cpuacct.usage").read_text()) / 1e6 for p in PARTS
     }
+
+
+def _ticks(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU ms of ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    hz = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) * 1000 / hz
+    reaped = (int(fields[13]) + int(fields[14])) * 1000 / hz
+    return own, reaped
+
+
+def _kids(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry))
+    return out
+
+
+def _master(node_pid: int) -> int:
+    """The template master: the first supervisor process below the node."""
+    for pid in sorted(_descendants(node_pid)):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if os.path.basename(argv[0]).startswith(b"python") and b"master" in argv:
+                return pid
+    raise RuntimeError("no template master")
+
+
+def _split(master: int) -> dict[str, float]:
+    own, reaped = _ticks(master)
+    live = 0.0
+    for kid in _kids(master):
+        with contextlib.suppress(OSError):
+            live += sum(_ticks(kid))
+    return {"master": own, "live children": live, "reaped children": reaped}
 
 
 def _descendants(root: int) -> list[int]:
@@ -99,12 +143,16 @@ def _run(node: subprocess.Popen[bytes], sock: str, rounds: int, task_set: str) -
         with contextlib.suppress(OSError):
             _enter("sandboxes", pid)
     _enter("client", os.getpid())
+    master = _master(node.pid)
     envs = grpo.open_vector_env(client, task_set, 4, 8)
     env = envs.unwrapped
     tasks = {t.task_id: t for t in env.tasks.tasks}
     spent = {"reset": dict.fromkeys(PARTS, 0.0), "step": dict.fromkeys(PARTS, 0.0)}
     rollouts: list[Rollout] = []
+    split0: dict[str, float] = {}
     for r in range(-1, rounds):
+        if r == 0:
+            split0 = _split(master)
         u0 = _usage()
         _, infos = envs.reset(seed=1000 + r)
         u1 = _usage()
@@ -119,11 +167,14 @@ def _run(node: subprocess.Popen[bytes], sock: str, rounds: int, task_set: str) -
         for part in PARTS:
             spent["reset"][part] += u1[part] - u0[part]
             spent["step"][part] += u2[part] - u1[part]
+    split1 = _split(master)
     envs.close()
     n = len(rollouts)
     for phase in ("step", "reset"):
         cells = "  ".join(f"{p} {spent[phase][p] / n:.2f}" for p in PARTS)
         print(f"{phase:5s} ms/rollout: {cells}  total {sum(spent[phase].values()) / n:.2f}")
+    cells = "  ".join(f"{k} {(split1[k] - split0.get(k, 0.0)) / n:.2f}" for k in split1)
+    print(f"sandboxes by process, ms/rollout (clock ticks): {cells}")
     programs = [plain_program(r.task, r.completion) for r in rollouts]
     with WarmForkClient() as floor:
         floor.exec_once("python3", code=programs[0])

@@ -258,12 +258,8 @@ class Grader:
             else:
                 records.append((label, "error", _describe(exc)))
 
-        import ast
-
         try:
-            tree = ast.parse(source)
-            tree, static = _rewrite_asserts(tree)
-            code = compile(tree, f"<tests {index}>", "exec")
+            code, static = _compiled_block(source, index)
         except (SyntaxError, ValueError) as exc:
             self.error = "the test code does not compile: " + _describe(exc)
             self.record(f"block {index}", "error", self.error)
@@ -368,6 +364,28 @@ class GraderAPI:
         self._grader.record(name, "pass" if ok else "fail", detail)
 
 
+#: Compiled test blocks by (source, index). A node's grading worker runs the same tests
+#: for every member of a group, and compiling (parse, rewrite, compile) is a pure
+#: function of the source; code objects are immutable and run in a fresh namespace.
+_BLOCKS: dict[tuple[str, int], tuple[Any, int]] = {}
+_BLOCKS_MAX = 512
+
+
+def _compiled_block(source: str, index: int) -> tuple[Any, int]:
+    """The test block's code (its asserts rewritten) and how many asserts it has."""
+    key = (source, index)
+    hit = _BLOCKS.get(key)
+    if hit is None:
+        import ast
+
+        tree, static = _rewrite_asserts(ast.parse(source))
+        hit = (compile(tree, f"<tests {index}>", "exec"), static)
+        if len(_BLOCKS) >= _BLOCKS_MAX:
+            _BLOCKS.pop(next(iter(_BLOCKS)))
+        _BLOCKS[key] = hit
+    return hit
+
+
 def _rewrite_asserts(tree: Any) -> tuple[Any, int]:
     """``assert t, m`` -> record ``bool(t)`` (or the exception) and carry on; and how many.
 
@@ -466,9 +484,14 @@ def _read_and_unlink(path: str) -> str:
     return text
 
 
-def _emit(nonce: str, frame: dict[str, Any]) -> None:
+def frame_line(nonce: str, frame: dict[str, Any]) -> bytes:
+    """The verdict as the one line the harness prints (with a newline before it)."""
     line = f"\n{RESULT_PREFIX} {nonce} {json.dumps(frame, separators=(',', ':'))}\n"
-    data = line.encode("utf-8", "replace")
+    return line.encode("utf-8", "replace")
+
+
+def _emit(nonce: str, frame: dict[str, Any]) -> None:
+    data = frame_line(nonce, frame)
     with contextlib.suppress(BaseException):
         sys.stdout.flush()
     while data:
@@ -534,6 +557,18 @@ def main(payload_path: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(code_file)
     seed = os.environ.get("COLLIMATE_SEED", "")
+    _emit(payload["nonce"], grade_payload(payload, zygote, seed, started))
+
+
+def grade_payload(
+    payload: dict[str, Any], zygote: Any, seed: str, started: float
+) -> dict[str, Any]:
+    """The verdict frame for ``payload``: run its tests against candidates from ``zygote``.
+
+    ``zygote`` spawns the candidate processes (``spawn(fds, timeout) -> pid``,
+    ``close()``); ``None`` fails closed. Closes the zygote. A node's trusted
+    worker calls this in-process with its own zygote (``collimate_rl.node``).
+    """
     try:
         int(seed, 16)
     except ValueError:
@@ -543,8 +578,7 @@ def main(payload_path: str) -> None:
         # Fail closed: without a pristine zygote the candidate could inherit secrets.
         frame["error"] = "harness error: cannot start a fresh interpreter for the candidate"
         frame["output_tail"] = ""
-        _emit(payload["nonce"], frame)
-        return
+        return frame
     runner = Runner(zygote, payload, started + float(payload.get("budget_seconds", 25.0)))
     grader = Grader(payload, runner, seed)
     try:
@@ -565,4 +599,4 @@ def main(payload_path: str) -> None:
     if grader.error:
         frame["error"] = grader.error
     frame.update(grader.extra)
-    _emit(payload["nonce"], frame)
+    return frame

@@ -90,7 +90,8 @@ def _factory_spawn(sock: socket.socket, fds: list[int], program: bytes, role: st
     pid = reply.get("pid") if type(reply) is dict and reply.get("ok") is True else None
     if type(pid) is not int or pid <= 1 or pid == os.getpid():
         os.close(boot_w)
-        raise OSError("the factory refused to spawn")
+        why = reply.get("error") if type(reply) is dict else None
+        raise OSError("the factory refused to spawn" + (f": {why}" if type(why) is str else ""))
     if reply.get("marshal") is not True:  # another interpreter build: not ours
         os.close(boot_w)
         with contextlib.suppress(OSError):

@@ -1,4 +1,11 @@
-"""The oracle's zygote on the real node: warm from the node's factory, still pristine."""
+"""The oracle's zygote on the real node: warm from the node's factory, still pristine.
+
+Light sessions (``python3``: records run in boxes, docs/fast-path.md) get each
+candidate as a box cloned by the template's master; sessions with a server of
+their own (``python3-net``) from the session's factory F. Both are warm forks of
+the template's interpreter; an exec with the full program in a light session has
+no factory and forks its candidates from a fresh interpreter.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +21,15 @@ from collimate_rl.grading import UnitTestReward, grade
 
 from .conftest import TEMPLATE
 
-#: Prints where the candidate's zygote came from: a fork of the node's warm
-#: template interpreter (its cmdline is the supervisor's) or a fresh ``-c`` one.
+#: Prints where the candidate came from: a fork of the node's warm template
+#: interpreter (its cmdline is the supervisor's, inherited by every fork) or of a
+#: fresh ``-c`` one.
 ORIGIN = (
-    "import os\n"
-    "_cmd = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().split(b'\\0')\n"
+    "_cmd = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
     "print('ZYGOTE', 'fresh' if b'-c' in _cmd else 'warm', flush=True)\n"
 )
+#: The networked twin: its sessions have a server, and a factory F.
+SERVER_TEMPLATE = TEMPLATE + "-net"
 ADD = "def add(a, b):\n    return a + b\n"
 SPEC = UnitTestReward(
     [{"input": [1, 2], "expected": 3}, {"input": [5, 5], "expected": 10}],
@@ -104,18 +113,25 @@ KILL_FACTORY = (
 
 
 def test_a_candidate_killing_the_factory_only_costs_speed(client: Any) -> None:
-    session = client.create_session(TEMPLATE)["session_id"]
+    session = client.create_session(SERVER_TEMPLATE)["session_id"]
     try:
         first = grade(
-            client, TEMPLATE, KILL_FACTORY + ORIGIN + ADD, SPEC, session_id=session, extract=False
+            client,
+            SERVER_TEMPLATE,
+            KILL_FACTORY + ORIGIN + ADD,
+            SPEC,
+            session_id=session,
+            extract=False,
         )
         assert first.reward == 1.0 and _origin(first.output_tail) == "warm", first
         for _ in range(2):  # later grades in the session: a fresh interpreter
-            again = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, session_id=session, extract=False)
+            again = grade(
+                client, SERVER_TEMPLATE, ORIGIN + ADD, SPEC, session_id=session, extract=False
+            )
             assert again.reward == 1.0 and _origin(again.output_tail) == "fresh", again
         wrong = grade(
             client,
-            TEMPLATE,
+            SERVER_TEMPLATE,
             "def add(a, b):\n    return 3\n",
             SPEC,
             session_id=session,
@@ -125,8 +141,34 @@ def test_a_candidate_killing_the_factory_only_costs_speed(client: Any) -> None:
     finally:
         client.delete_session(session)
     # a new session has its own factory again
-    result = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+    result = grade(client, SERVER_TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
     assert result.reward == 1.0 and _origin(result.output_tail) == "warm"
+
+
+#: A box's candidate is pid 1 of its own pid namespace: its source (the master)
+#: is not even there to name. It kills what it can see (nothing but itself).
+KILL_SOURCE = (
+    "import os, signal\n"
+    "assert os.getpid() == 1 and os.getppid() == 0\n"
+    "try:\n"
+    "    os.kill(-1, signal.SIGKILL)\n"
+    "except ProcessLookupError:  # there is nobody else\n"
+    "    pass\n"
+)
+
+
+def test_a_light_sessions_candidate_cannot_reach_its_source(client: Any) -> None:
+    session = client.create_session(TEMPLATE)["session_id"]
+    try:
+        first = grade(
+            client, TEMPLATE, KILL_SOURCE + ORIGIN + ADD, SPEC, session_id=session, extract=False
+        )
+        assert first.reward == 1.0 and _origin(first.output_tail) == "warm", first
+        for _ in range(2):  # later grades in the session: still warm boxes
+            again = grade(client, TEMPLATE, ORIGIN + ADD, SPEC, session_id=session, extract=False)
+            assert again.reward == 1.0 and _origin(again.output_tail) == "warm", again
+    finally:
+        client.delete_session(session)
 
 
 def test_the_fallback_still_grades_without_a_factory(fake: Any) -> None:
@@ -155,8 +197,12 @@ def test_another_interpreter_build_compiles_the_shipped_source(
     _shipping._full_program_head.cache_clear()
     try:
         assert "another-build" in SPEC.build(ADD).code
-        for where, origin in ((full_program_client, "warm"), (fake, "fresh")):
-            result = grade(where, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
+        for where, template, origin in (
+            (full_program_client, SERVER_TEMPLATE, "warm"),
+            (full_program_client, TEMPLATE, "fresh"),  # an exec box has no factory
+            (fake, TEMPLATE, "fresh"),
+        ):
+            result = grade(where, template, ORIGIN + ADD, SPEC, extract=False)
             assert result.reward == 1.0 and _origin(result.output_tail) == origin, result
     finally:
         _shipping._full_program_head.cache_clear()
@@ -176,10 +222,19 @@ def test_the_node_runs_the_warm_harness_from_a_short_stub(client: Any) -> None:
     assert grade_module._WARM.warm(client)
 
 
-def test_the_full_program_grades_on_the_node_too(full_program_client: Any) -> None:
-    result = grade(full_program_client, TEMPLATE, ORIGIN + ADD, SPEC, extract=False)
-    assert result.reward == 1.0 and _origin(result.output_tail) == "warm", result
-    wrong = grade(full_program_client, TEMPLATE, "def add(a, b):\n    return 3\n", SPEC)
+@pytest.mark.parametrize(
+    ("template", "origin"),
+    [(SERVER_TEMPLATE, "warm"), (TEMPLATE, "fresh")],
+    ids=["server", "light"],
+)
+def test_the_full_program_grades_on_the_node_too(
+    full_program_client: Any, template: str, origin: str
+) -> None:
+    # in a light session the full program runs as an exec in a box, which has no
+    # factory: the harness forks its candidates from a fresh interpreter there
+    result = grade(full_program_client, template, ORIGIN + ADD, SPEC, extract=False)
+    assert result.reward == 1.0 and _origin(result.output_tail) == origin, result
+    wrong = grade(full_program_client, template, "def add(a, b):\n    return 3\n", SPEC)
     assert wrong.reward == 0.5, wrong
 
 

@@ -88,6 +88,7 @@ def create_runtime(
     sandbox_uid: int | None = None,
     memory_limit_bytes: int | None = None,
     share_site_packages: bool = False,
+    light_sessions: bool = True,
     languages: str | Sequence[str] | None = None,
 ) -> LocalRuntime:
     """Build (not start) the node's runtime; ``await runtime.start()`` next.
@@ -105,6 +106,9 @@ def create_runtime(
     ``share_site_packages``: expose the node's own environment's
     site-packages read-only in every sandbox (operator opt-in; how a template
     serves an OpenEnv server without a networked bake, see docs/services.md).
+    ``light_sessions``: sessions without a service or network are records in
+    their template's master, run in boxes by its workers (``docs/fast-path.md``);
+    ``False`` gives every session a server process of its own.
     ``languages``: the built-in language templates offered (``None``: the
     ``COLLIMATE_LANGUAGES`` environment variable, default ``"auto"``, every
     toolchain found; ``"none"``; or names such as ``["c", "cpp"]``). Each
@@ -140,5 +144,6 @@ def create_runtime(
         bwrap_path=status.path,
         memory_limit_bytes=memory_limit_bytes,
         share_site_packages=share_site_packages,
+        light_sessions=light_sessions,
         languages=languages,
     )

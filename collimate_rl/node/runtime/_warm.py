@@ -21,9 +21,10 @@ import functools
 import hashlib
 import marshal
 import sys
+import types
 import zlib
 
-__all__ = ["warm_modules"]
+__all__ = ["compile_block", "warm_modules", "warm_stub_for"]
 
 
 def warm_modules(interpreter: str) -> dict[str, dict[str, str]]:
@@ -44,3 +45,29 @@ def _compiled(name: str, source: str) -> dict[str, str]:
         "tag": f"{sys.implementation.cache_tag}-{sys.hexversion:x}",  # factory.marshal_tag()
         "code": binascii.b2a_base64(zlib.compress(marshal.dumps(code), 9), newline=False).decode(),
     }
+
+
+def warm_stub_for(payload_path: str) -> str:
+    """The exact ``code`` of a grade that runs this node's warm harness on ``payload_path``.
+
+    >>> "collimate_harness" in warm_stub_for("/tmp/p.json")
+    True
+    """
+    from collimate_rl.grading._shipping import warm_stub
+
+    return warm_stub(payload_path)
+
+
+def compile_block(source: str, index: int) -> tuple[types.CodeType, int]:
+    """A test block compiled as the warm harness compiles it: (code, assert count).
+
+    The harness's own function, in this interpreter build (the sandbox's): a worker
+    given the result runs exactly what it would have compiled (``workers.py``).
+
+    >>> compile_block("assert 1 == 1; assert 2 == 2", 0)[1]
+    2
+    """
+    from collimate_rl.grading._grader import _compiled_block
+
+    code, static = _compiled_block(source, index)
+    return code, static

@@ -46,6 +46,7 @@ from .base import (
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
 from .languages import LanguageTemplates
 from .sandbox_uid import resolve_sandbox_uid
+from .workers import WorkerPool, exec_header, grade_of, grade_request
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -265,6 +266,14 @@ class TemplateHost:
         self.proc: subprocess.Popen[bytes] | None = None
         self.sessions: dict[str, LocalSession] = {}
         self.memcg: _MemoryCgroup | None = None
+        #: the workers that run light sessions' execs and grades (``workers.py``)
+        self.workers = WorkerPool(self.master, self.sock_dir)
+
+    @property
+    def light(self) -> bool:
+        """Whether this template's sessions (without network) are light (see docs/fast-path.md)."""
+        rt = self.runtime
+        return rt.light_sessions and rt.isolation is Isolation.BWRAP and self.spec.service is None
 
     # -- bring-up
     def _launch(self) -> subprocess.Popen[bytes]:
@@ -388,6 +397,7 @@ class TemplateHost:
             "sys_path": sys_path,
             "none_root": none_root,
             "warm_modules": warm_modules(spec.interpreter),
+            "light": self.light,  # sessions as records, run in boxes (docs/fast-path.md)
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
@@ -494,6 +504,11 @@ class TemplateHost:
         )
         return [str(exe), "-I", "-S", "-B", str(_SUPERVISOR), "master", str(self.sock_dir), cfg]
 
+    @property
+    def running(self) -> bool:
+        """Whether the template's container is up."""
+        return self.proc is not None and self.proc.poll() is None
+
     # -- master requests
     async def master(self, header: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         if self.proc is None or self.proc.poll() is not None:
@@ -517,16 +532,22 @@ class TemplateHost:
         *,
         template_id: str | None = None,
         networked: bool = False,
+        light_parent: bool = False,
     ) -> list[LocalSession]:
         reply = await self.master(header)
         if not reply.get("ok"):
             if reply.get("lost"):
                 raise SessionLost(str(reply.get("error")))
+            if reply.get("busy"):
+                raise SessionBusy(str(reply.get("error")))
             raise RuntimeError_(f"session bring-up failed: {reply.get('error')}")
         keys = [str(k) for k in reply["keys"]]
+        light = bool(reply.get("light")) or (header.get("op") == "fork" and light_parent)
         out = []
         for sid, key in zip(ids, keys, strict=True):
-            sess = LocalSession(self, sid, key, depth, template_id=template_id, networked=networked)
+            sess = LocalSession(
+                self, sid, key, depth, template_id=template_id, networked=networked, light=light
+            )
             self.sessions[key] = sess
             out.append(sess)
         if self.spec.service is not None:
@@ -558,6 +579,7 @@ class TemplateHost:
                 if proc.poll() is not None:
                     break
                 await asyncio.sleep(0.005)
+        await self.workers.close()
         for sess in list(self.sessions.values()):
             sess._closed = True
             await sess.close_bridges()
@@ -585,8 +607,11 @@ class LocalSession:
         *,
         template_id: str | None = None,
         networked: bool = False,
+        light: bool = False,
     ) -> None:
         self._host = host
+        #: a record in the master, run in boxes by workers (no server of its own)
+        self._light = light
         self._session_id = session_id
         self._template_id = template_id or host.spec.template_id
         self._networked = networked
@@ -693,35 +718,32 @@ class LocalSession:
         except (OSError, asyncio.IncompleteReadError, json.JSONDecodeError) as exc:
             raise SessionLost(f"session {self._session_id} is gone: {exc!r}") from exc
 
+    @property
+    def light(self) -> bool:
+        """A record in its template's master, run in boxes (no server process)."""
+        return self._light
+
     async def server_pid(self) -> int:
         """The session server's pid inside its own pid namespace (always 1 for bwrap)."""
+        if self._light:
+            raise RuntimeError_("a light session has no server")
         reply, _ = await self._ask({"op": "ping"})
         return int(reply["pid"])
 
     async def exec(self, spec: ExecSpec) -> ExecOutcome:
         if self._forking:
             raise SessionBusy("session is being forked")
-        header: dict[str, Any] = {
-            "op": "exec",
-            "seed": spec.seed,
-            "timeout": float(spec.timeout_seconds),
-            "env": [list(kv) for kv in spec.env],
-            "files": [[p, len(d)] for p, d in spec.files],
-        }
-        if spec.command is not None:
-            header["command"] = spec.command
-        elif spec.commands is not None:
-            header["commands"] = [list(a) for a in spec.commands]
+        if self._light:
+            reply, body = await self._exec_light(spec)
         else:
-            header["code"] = spec.code or ""
-        payload = b"".join(d for _, d in spec.files)
-        self._running += 1
-        try:
-            reply, body = await self._ask(header, payload, timeout=spec.timeout_seconds + 60.0)
-        except asyncio.TimeoutError as exc:
-            raise RuntimeError_(f"session {self._session_id}: exec reply overdue") from exc
-        finally:
-            self._running -= 1
+            header, payload = exec_header(spec)
+            self._running += 1
+            try:
+                reply, body = await self._ask(header, payload, timeout=spec.timeout_seconds + 60.0)
+            except asyncio.TimeoutError as exc:
+                raise RuntimeError_(f"session {self._session_id}: exec reply overdue") from exc
+            finally:
+                self._running -= 1
         if not reply.get("ok"):
             raise RuntimeError_(f"exec failed: {reply.get('error')}")
         return ExecOutcome(
@@ -732,6 +754,39 @@ class LocalSession:
             truncated=bool(reply.get("truncated")),
             seed_ack=str(reply.get("seed_ack", "no-ack")),
         )
+
+    async def _exec_light(self, spec: ExecSpec) -> tuple[dict[str, Any], bytes]:
+        """An exec of a light session, by a worker: a grade in-process, anything else in a box."""
+        if self._closed:
+            raise SessionLost(f"session {self._session_id} is closed")
+        workers = self._host.workers
+        timeout = spec.timeout_seconds + 60.0
+        payload = grade_of(spec)
+        self._running += 1
+        try:
+            reply: dict[str, Any] = {"fallback": True}
+            body = b""
+            if payload is not None:
+                header: dict[str, Any] = {
+                    "op": "grade",
+                    "session": self._key,
+                    "seed": spec.seed,
+                    "timeout": float(spec.timeout_seconds),
+                    "env": [list(kv) for kv in spec.env],
+                }
+                reply, body = await workers.request(*grade_request(header, payload), timeout)
+            if reply.get("fallback"):  # not a grade a worker runs: an exec in a box
+                header, data = exec_header(spec)
+                reply, body = await workers.request(dict(header, session=self._key), data, timeout)
+        except RuntimeError_ as exc:
+            if self._closed or not self._host.running:  # closed, or its container died
+                raise SessionLost(f"session {self._session_id} is gone: {exc}") from exc
+            raise
+        finally:
+            self._running -= 1
+        if self._closed or reply.get("lost"):  # deleted (or reaped) while it ran
+            raise SessionLost(f"session {self._session_id} is gone")
+        return reply, body
 
     async def fork(self, child_ids: Sequence[str]) -> list[SessionHandle]:
         if self._closed:
@@ -752,22 +807,21 @@ class LocalSession:
             )
         self._forking = True
         try:
-            reply, _ = await self._ask({"op": "freeze"})
-            if not reply.get("ok"):
-                if reply.get("busy"):
-                    raise SessionBusy(str(reply.get("error")))
-                raise RuntimeError_(f"fork failed: {reply.get('error')}")
+            lowers: list[str] = []
+            if not self._light:  # a light session is frozen by the master itself
+                reply, _ = await self._ask({"op": "freeze"})
+                if not reply.get("ok"):
+                    if reply.get("busy"):
+                        raise SessionBusy(str(reply.get("error")))
+                    raise RuntimeError_(f"fork failed: {reply.get('error')}")
+                lowers = reply.get("lowers", [])
             children = await self._host.new_sessions(
-                {
-                    "op": "fork",
-                    "parent": self._key,
-                    "lowers": reply.get("lowers", []),
-                    "n": len(child_ids),
-                },
+                {"op": "fork", "parent": self._key, "lowers": lowers, "n": len(child_ids)},
                 child_ids,
                 self._depth + 1,
                 template_id=self._template_id,
                 networked=self._networked,
+                light_parent=self._light,
             )
         finally:
             self._forking = False
@@ -825,9 +879,13 @@ class LocalRuntime:
         bwrap_path: str | None = None,
         memory_limit_bytes: int | None = None,
         share_site_packages: bool = False,
+        light_sessions: bool = True,
         languages: Sequence[str] | str | None = None,
     ) -> None:
         self.isolation = isolation
+        #: sessions without a service or network are records run in boxes (docs/fast-path.md);
+        #: False: every session gets its own server (the design before; tests of it use this)
+        self.light_sessions = light_sessions
         #: the built-in language templates (c, cpp, java, ...), started on first use
         self.languages = LanguageTemplates(languages)
         #: host site-packages bound read-only into every sandbox (operator opt-in)
@@ -1043,7 +1101,7 @@ class LocalRuntime:
         host = self._hosts[self._resolve(template_id)]
         networked = spec.network and self.isolation is Isolation.BWRAP
         (sess,) = await host.new_sessions(
-            {"op": "create", "network": networked},
+            {"op": "create", "network": networked, "light": host.light and not networked},
             [session_id],
             0,
             template_id=spec.template_id,

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import warnings
 from pathlib import Path
@@ -48,10 +47,15 @@ def mounts_mentioning(text: str) -> list[str]:
 
 
 @pytest.mark.bwrap
-async def test_no_leaks_after_heavy_use_and_close(require_bwrap: None, tmp_state: Path) -> None:
+@pytest.mark.parametrize("light", [True, False], ids=["light", "servers"])
+async def test_no_leaks_after_heavy_use_and_close(
+    require_bwrap: None, tmp_state: Path, light: bool
+) -> None:
     uid = SANDBOX_UID + 1  # a uid of its own: nothing else runs as it
     assert procs_of_uid(uid) == []
-    rt = create_runtime("bwrap", state_dir=tmp_state, limits=TEST_LIMITS, sandbox_uid=uid)
+    rt = create_runtime(
+        "bwrap", state_dir=tmp_state, limits=TEST_LIMITS, sandbox_uid=uid, light_sessions=light
+    )
     await rt.start()
     try:
         assert procs_of_uid(uid)  # the template host runs as the sandbox uid
@@ -75,18 +79,29 @@ async def test_no_leaks_after_heavy_use_and_close(require_bwrap: None, tmp_state
             await s.close()
         socks = list(tmp_state.rglob("*.sock"))
         assert {p.name for p in socks} >= {"master.sock"}
-        assert len(socks) == 1 + 6 + 6  # master + open sessions + kids
+        (host,) = rt._hosts.values()
+        if light:  # records in the master: no socket, no process of their own
+            assert {p.name for p in socks} == {"master.sock"}
+            assert (await host.master({"op": "stats"}))["light"] == 6 + 6
+        else:
+            assert len(socks) == 1 + 6 + 6  # master + open sessions + kids
         for k in kids:
             await k.close()
-        assert len(list(tmp_state.rglob("*.sock"))) == 1 + 6
+        if not light:
+            assert len(list(tmp_state.rglob("*.sock"))) == 1 + 6
         # 6 live sessions: each is exactly two processes (its server and its
-        # factory); closed ones are SIGKILLed and reaped asynchronously
+        # factory), or none (light: the template's zygote and workers are its only
+        # other processes); closed ones are SIGKILLed and reaped asynchronously
+        expected = 3 + (1 + host.workers.size if light else 2 * 6)  # bwrap x2 + master + ...
         for _ in range(100):
             host_pids = procs_of_uid(uid)
-            if len(host_pids) <= 3 + 2 * 6:  # bwrap x2 + master + servers + factories
+            if len(host_pids) <= expected:
                 break
             await asyncio.sleep(0.02)
-        assert len(host_pids) <= 3 + 2 * 6, host_pids
+        assert len(host_pids) <= expected, host_pids
+        if light:
+            stats = await host.master({"op": "stats"})
+            assert stats["light"] == 6 and stats["boxes"] == 0, stats
     finally:
         await rt.close()
     for _ in range(100):
@@ -229,10 +244,17 @@ async def test_sessions_survive_many_execs(rt: LocalRuntime) -> None:
     try:
         outs = await asyncio.gather(*[run(s, code=f"print({i})") for i in range(40)])
         assert [o.output for o in outs] == [f"{i}\n".encode() for i in range(40)]
-        assert os.path.exists(s.socket_path)  # type: ignore[attr-defined]
+        assert await _alive(s)
     finally:
         await s.close()
-    assert not os.path.exists(s.socket_path)  # type: ignore[attr-defined]
+    assert not await _alive(s)
+
+
+async def _alive(s: object) -> bool:
+    """Whether the session's template master still has it (a record or a server)."""
+    assert isinstance(s, LocalSession)
+    reply = await s._host.master({"op": "alive", "keys": [s._key]})
+    return bool(reply["alive"])
 
 
 @pytest.mark.bwrap

@@ -1,11 +1,17 @@
 # (the tests inspect the host with plain blocking calls on purpose)
-"""The pristine factory F: warm request-free processes for every exec (factory.py)."""
+"""The pristine factory F: warm request-free processes for every exec (factory.py).
+
+F belongs to sessions with a server of their own (networked ones, services, and
+every session of a runtime with ``light_sessions=False``, which these tests use);
+light sessions' grades get their candidates from the master instead (boxes, see
+``test_fastpath_attacks.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import secrets
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +23,20 @@ from .conftest import SANDBOX_UID, TEST_LIMITS, run
 from .test_runtime_lifecycle import procs_of_uid
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+
+
+@pytest.fixture(scope="module")
+async def rt(require_bwrap: None) -> AsyncIterator[LocalRuntime]:
+    """A runtime whose sessions each have a server (and so a factory F)."""
+    runtime = create_runtime(
+        "bwrap", limits=TEST_LIMITS, sandbox_uid=SANDBOX_UID, light_sessions=False
+    )
+    await runtime.start()
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
+
 
 #: Exec-side client of the factory protocol; ``spawn(program)`` -> (reply, output).
 SPAWN = r"""
@@ -238,7 +258,9 @@ async def test_forked_sessions_have_their_own_factory(rt: LocalRuntime) -> None:
 
 async def test_closing_a_session_kills_its_factory(require_bwrap: None, tmp_state: Path) -> None:
     uid = SANDBOX_UID + 7  # a uid of its own: nothing else runs as it
-    rt = create_runtime("bwrap", state_dir=tmp_state, limits=TEST_LIMITS, sandbox_uid=uid)
+    rt = create_runtime(
+        "bwrap", state_dir=tmp_state, limits=TEST_LIMITS, sandbox_uid=uid, light_sessions=False
+    )
     await rt.start()
     try:
         base = len(procs_of_uid(uid))  # bwrap x2 + master

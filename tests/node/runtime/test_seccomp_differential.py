@@ -35,12 +35,15 @@ POLICIES = {
     "exec": {},
     "bake": {"allow_inet": True},
     "service": {"allow_inet": True, "ip_only": True},
+    "worker": {"no_spawn": True},
 }
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 ERRNO_EPERM = ours.SECCOMP_RET_ERRNO | errno.EPERM
 
 
-def _libseccomp_filter(arch: str, allow_inet: bool = False, ip_only: bool = False) -> bytes:
+def _libseccomp_filter(
+    arch: str, allow_inet: bool = False, ip_only: bool = False, no_spawn: bool = False
+) -> bytes:
     """Our policy, written as libseccomp rules."""
     try:
         f = seccomp.SyscallFilter(seccomp.ALLOW)
@@ -56,8 +59,12 @@ def _libseccomp_filter(arch: str, allow_inet: bool = False, ip_only: bool = Fals
         if name in table and seccomp.resolve_syscall(ARCHES[arch], name) >= 0:
             f.add_rule(eperm, name)  # (the newest ones may be unknown to it: skipped)
     f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    if no_spawn:  # a worker: no process creation at all
+        for name in [*ours.DENY_SPAWN, "clone"]:
+            if name in table:
+                f.add_rule(eperm, name)
     bit = 1
-    while bit <= CLONE_NEW_MASK:
+    while bit <= CLONE_NEW_MASK and not no_spawn:
         if CLONE_NEW_MASK & bit:
             f.add_rule(eperm, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, bit, bit))
         bit <<= 1
@@ -179,6 +186,33 @@ def test_the_kernel_agrees_on_our_filter() -> None:
                 assert exc.errno == errno.EPERM
             else:
                 raise AssertionError("unshare allowed")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_kernel_agrees_on_the_workers_filter() -> None:
+    """A node worker's filter (``no_spawn``): no fork, no clone, no exec; the rest works."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            from collimate_rl.node.runtime._sandbox.syscalls import PR_SET_NO_NEW_PRIVS, prctl
+
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            ours.load_seccomp(ours.build_seccomp_filter(no_spawn=True))
+            for attempt in (os.fork, lambda: os.execv("/bin/true", ["true"])):
+                try:
+                    attempt()
+                except OSError as exc:
+                    assert exc.errno == errno.EPERM
+                else:  # pragma: no cover - a failure
+                    os._exit(3)
+            r, w = os.pipe()
+            os.write(w, b"ok")
+            assert os.read(r, 2) == b"ok"
             code = 0
         finally:
             os._exit(code)

@@ -15,8 +15,9 @@ import os
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .common import replace_environ
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
@@ -117,6 +118,15 @@ class ExecJob:
         self._raw = b""
 
 
+class JobContext(Protocol):
+    """What running a job needs from its session (a session server, or a box's init)."""
+
+    cfg: dict[str, Any]
+    sandbox_dir: str
+    tmp_dir: str
+    base_env: dict[str, str]
+
+
 def exec_child(
     sv: SessionServer,
     sock: socket.socket,
@@ -127,7 +137,6 @@ def exec_child(
     zfd: int = -1,
 ) -> None:  # pragma: no cover - runs in a forked child
     """Runs in the forked exec child; never returns."""
-    rc = 126
     try:
         sock.close()
         for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGXFSZ):
@@ -147,11 +156,33 @@ def exec_child(
         else:
             os.closerange(4, 1 << 16)
         os.set_inheritable(3, False)
-        cfg = sv.cfg
-        sandbox = sv.sandbox_dir
         if sv.isolated:
             hide_internals_and_drop_capabilities(sv.cap_last)
             load_seccomp(sv.seccomp)
+    except BaseException as exc:
+        _setup_failed(exc)
+    run_job(sv, job, zfd >= 0)
+
+
+def _setup_failed(exc: BaseException) -> None:  # pragma: no cover - in a child
+    try:
+        write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
+    except BaseException:
+        pass
+    os._exit(126)
+
+
+def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  # pragma: no cover
+    """In a hardened child with its stdio and the seed pipe (fd 3) in place: run ``job``.
+
+    Applies the rlimits, writes the files byte-exact, sets the env, seeds and
+    acknowledges the seed, then runs the command, the argv list or the code
+    (in this warm interpreter for ``python3`` templates). Never returns.
+    """
+    rc = 126
+    try:
+        cfg = ctx.cfg
+        sandbox = ctx.sandbox_dir
         apply_limits(cfg["limits"])
         os.umask(0o022)
         os.chdir(sandbox)
@@ -167,21 +198,19 @@ def exec_child(
                 os.close(fd)
             del data
         job.drop_payload()  # defense in depth only: freed memory is not zeroed
-        env = dict(sv.base_env)
+        env = dict(ctx.base_env)
         env.update({k: v for k, v in cfg.get("env") or []})
         env.update({k: v for k, v in job.env})
         env["COLLIMATE_SEED"] = job.seed
-        if zfd >= 0:
+        if has_factory:
             env[ZYGOTE_ENV] = str(ZYGOTE_FD)
         if job.command is not None:
-            os.environ.clear()
-            os.environ.update(env)
+            replace_environ(env)
             write_all(3, job.seed.encode())
             os.close(3)
             os.execve("/bin/sh", ["sh", "-c", job.command], env)
         if job.commands is not None:
-            os.environ.clear()
-            os.environ.update(env)
+            replace_environ(env)
             write_all(3, job.seed.encode())
             os.close(3)
             rc = 0
@@ -193,12 +222,12 @@ def exec_child(
                     break
             os._exit(rc & 0xFF if rc >= 0 else 128 - rc)
         code = job.code or ""
-        code_path = os.path.join(sv.tmp_dir, f"colcode_{os.getpid()}.py")
+        # (pids repeat across boxes of one session: every box has its own pid namespace)
+        code_path = os.path.join(ctx.tmp_dir, f"colcode_{os.getpid()}_{os.urandom(6).hex()}.py")
         with open(code_path, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(code)
         env["COLLIMATE_CODE_FILE"] = code_path
-        os.environ.clear()
-        os.environ.update(env)
+        replace_environ(env)
         interp = cfg.get("interpreter", "python3")
         if interp == "python3":
             apply_python_seed(job.seed)

@@ -13,6 +13,7 @@ import signal
 import socket
 from typing import Any
 
+from .common import replace_environ
 from .factory import Factory
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .layout import ZYGOTE_ENV
@@ -118,8 +119,7 @@ class FactoryLink:
         env.update(extra)
         env.pop(ZYGOTE_ENV, None)
         env["COLLIMATE_SEED"] = seed
-        os.environ.clear()
-        os.environ.update(env)
+        replace_environ(env)
         apply_python_seed(seed)
 
     def _factory_conn(self) -> socket.socket | None:

@@ -44,6 +44,33 @@ def recv_msg(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
     return header, payload
 
 
+def read_exact(fd: int, n: int) -> bytearray:
+    """``n`` bytes from ``fd`` (a pipe), or ``EOFError`` if it closes first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("peer closed")
+        buf += chunk
+    return buf
+
+
+def read_frame(fd: int) -> tuple[dict[str, Any], bytearray]:
+    """A frame (as :func:`send_msg` writes it) from ``fd``."""
+    (n,) = struct.unpack(">I", read_exact(fd, 4))
+    header: dict[str, Any] = json.loads(bytes(read_exact(fd, n)))
+    plen = int(header.get("payload_len", 0))
+    return header, read_exact(fd, plen) if plen else bytearray()
+
+
+def frame_bytes(header: dict[str, Any], payload: bytes = b"") -> bytes:
+    """The frame :func:`send_msg` would send, as bytes (to write to a pipe)."""
+    if payload:
+        header = dict(header, payload_len=len(payload))
+    data = json.dumps(header).encode()
+    return struct.pack(">I", len(data)) + data + payload
+
+
 def write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:

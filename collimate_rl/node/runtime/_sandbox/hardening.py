@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 from typing import Any
 
 from .layout import INTERNAL_DIR
@@ -44,12 +45,12 @@ class _CapData(ctypes.Structure):
 
 def drop_bounding_set(cap_last: int) -> None:
     """Empty the capability bounding set (inherited by every later fork)."""
+    call = libc().prctl  # (a tight loop: it runs in every box, see box.py)
     for cap in range(cap_last + 1):
-        try:
-            prctl(PR_CAPBSET_DROP, cap)
-        except OSError as exc:  # EINVAL: unknown to this kernel
-            if exc.errno != errno.EINVAL:
-                raise
+        if call(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            if err != errno.EINVAL:  # EINVAL: unknown to this kernel
+                raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
 
 
 def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:
@@ -67,17 +68,18 @@ def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def hide_internals_and_drop_capabilities(cap_last: int) -> None:
+def hide_internals_and_drop_capabilities(cap_last: int, *, bounding: bool = False) -> None:
     """Harden a process that will run sandbox code (an exec, the factory, a service).
 
     In a private mount namespace the node's internal folder becomes an empty,
-    read-only tmpfs, then every capability is dropped (the bounding set stays:
-    it is the session's). The caller loads its seccomp filter last.
+    read-only tmpfs, then every capability is dropped (the bounding set only
+    with ``bounding``: a session server empties it once for its whole session).
+    The caller loads its seccomp filter last.
     """
     unshare(CLONE_NEWNS)
     flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     mount("none", INTERNAL_DIR, "tmpfs", flags, "size=4k,mode=0555")
-    drop_all_capabilities(cap_last, bounding=False)
+    drop_all_capabilities(cap_last, bounding=bounding)
 
 
 def apply_limits(lim: dict[str, Any]) -> None:

@@ -4,7 +4,14 @@ It runs as the container's first process, preloads the template's modules
 and the warm trusted modules (``factory.load_warm_modules``) once, builds
 the seccomp filters, then serves one request per connection on
 ``master.sock``: ``create``, ``fork``, ``kill``, ``killall``, ``alive``,
-``ping``. Forks of a session are all or nothing.
+``ping``, ``worker``, ``stop_worker``, ``stats``. Forks of a session are all or
+nothing.
+
+Isolated (``bwrap``), it first moves into namespaces of its own (``home.py``)
+and also keeps light sessions as records, clones boxes for its workers and
+forks the workers (``light.py``); its loop then also serves the workers'
+control sockets, their box connections and the boxes' readiness pipes.
+A session created with ``{"light": true}`` is such a record.
 """
 
 # ruff: noqa: SIM105
@@ -19,17 +26,24 @@ import sys
 import time
 from typing import Any
 
+from .boxes import Boxes
 from .common import b36, freeze_heap
 from .factory import load_warm_modules
 from .framing import recv_msg, send_msg
+from .home import Home
 from .layout import INTERNAL_DIR
+from .light import LightSessions
+from .members import Members
 from .seccomp import build_seccomp_filter
 from .service_link import unlink_service_files
 from .session_setup import SessionSetup
-from .syscalls import PR_SET_CHILD_SUBREAPER, prctl
+from .syscalls import PR_SET_CHILD_SUBREAPER, cap_last, prctl, set_name
+
+#: How long the master waits for one host request on an accepted connection.
+_REQUEST_TIMEOUT = 10.0
 
 
-class Master(SessionSetup):
+class Master(SessionSetup, LightSessions):
     """The template's fork-server: creates, forks and kills sessions."""
 
     def __init__(self, cfg: dict[str, Any], sock_dir: str) -> None:
@@ -44,6 +58,12 @@ class Master(SessionSetup):
         self.counter = 0
         self.lsock: socket.socket | None = None
         self.conn: socket.socket | None = None
+        self.sel = selectors.DefaultSelector()
+        self.cap = cap_last()
+        self.home: Home | None = None
+        self.members: Members | None = None
+        self.boxes: Boxes | None = None
+        self.workers: dict[int, socket.socket] = {}
 
     def preload(self) -> None:
         import importlib
@@ -64,25 +84,73 @@ class Master(SessionSetup):
                 print(f"collimate master: preload {name!r} failed: {exc!r}", file=sys.stderr)
 
     def run(self) -> None:
+        set_name("col-master")
+        _take_low_fds()  # so every descriptor received later is >= 5 (see box.py)
         if self.isolated:
             prctl(PR_SET_CHILD_SUBREAPER, 1)
-        signal.signal(signal.SIGCHLD, self._on_chld)
+            if self.cfg.get("light", True):
+                self.start_light()
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         self.preload()
         freeze_heap()
+        if self.boxes is not None:
+            self.boxes.start_zygote()  # a pristine fork: nothing was served yet
         path = os.path.join(self.sock_dir, "master.sock")
         lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lsock.bind(path + ".tmp")
         os.rename(path + ".tmp", path)
         lsock.listen(128)
         self.lsock = lsock
+        self.sel.register(lsock, selectors.EVENT_READ, ("accept", None))
+        self.sel.register(wake_r, selectors.EVENT_READ, ("wake", wake_r))
         while True:
-            conn, _ = lsock.accept()
-            self.conn = conn
+            timeout = self.boxes.check_deadlines() if self.boxes is not None else None
+            try:
+                events = self.sel.select(timeout)
+            except InterruptedError:
+                events = []
+            for key, _ in events:
+                kind, obj = key.data
+                try:
+                    self._event(kind, obj)
+                except Exception as exc:
+                    print(f"collimate master: {kind} failed: {exc!r}", file=sys.stderr)
+
+    def _event(self, kind: str, obj: Any) -> None:
+        if kind == "accept":
+            self._serve_host()
+        elif kind == "wake":
+            try:
+                while os.read(obj, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            self._reap()
+        elif self.boxes is not None:
+            if kind == "box-conn" and obj.sock.fileno() in self.boxes.conns:
+                self.boxes.on_conn(obj)
+            elif kind == "box-ready" and obj.ready_r >= 0:
+                self.boxes.on_ready(obj)
+            elif kind == "worker-ctl":
+                self.on_worker_ctl(obj)
+
+    def _serve_host(self) -> None:
+        """One request per connection from the host (trusted; bounded in time)."""
+        assert self.lsock is not None
+        try:
+            conn, _ = self.lsock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        self.conn = conn
+        try:
+            conn.settimeout(_REQUEST_TIMEOUT)
             try:
                 header, _payload = recv_msg(conn)
-                reply = self._handle(header)
-            except EOFError:
+                reply: dict[str, Any] | None = self._handle(header)
+            except (EOFError, TimeoutError):
                 reply = None
             except Exception as exc:
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -91,17 +159,24 @@ class Master(SessionSetup):
                     send_msg(conn, reply)
                 except OSError:
                     pass
+        finally:
             conn.close()
             self.conn = None
 
-    def _on_chld(self, *_: Any) -> None:
+    def _reap(self) -> None:
         while True:
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
+            except InterruptedError:
+                continue
             if pid == 0:
                 return
+            if self.boxes is not None and (self.boxes.reaped(pid) or self.boxes.zygote_died(pid)):
+                continue
+            if pid in self.workers:
+                self.worker_gone(pid)
             if pid in self.live:
                 self.live.discard(pid)
                 if pid in self.key_of:  # still registered: remember it died
@@ -112,10 +187,15 @@ class Master(SessionSetup):
         if op == "ping":
             return {"ok": True, "sessions": len(self.sessions), "pid": os.getpid()}
         if op == "create":
-            keys = self._spawn(None, [list(self.cfg["layers"])], bool(header.get("network")))
+            network = bool(header.get("network"))
+            if header.get("light") and self.members is not None and not network:
+                return {"ok": True, "keys": [self.light_create()], "light": True}
+            keys = self._spawn(None, [list(self.cfg["layers"])], network)
             return {"ok": True, "keys": keys}
         if op == "fork":
             parent = str(header["parent"])
+            if self.members is not None and parent in self.members:
+                return self.light_fork(parent, int(header["n"]))
             if parent not in self.sessions:
                 return {"ok": False, "error": "parent session is gone", "lost": True}
             lowers = [str(x) for x in header["lowers"]]
@@ -123,14 +203,29 @@ class Master(SessionSetup):
             return {"ok": True, "keys": keys}
         if op == "kill":
             for key in header["keys"]:
-                self._kill(str(key))
+                if not self.light_kill(str(key)):
+                    self._kill(str(key))
             return {"ok": True}
         if op == "killall":
             for key in list(self.sessions):
                 self._kill(key)
+            if self.members is not None:
+                for key in list(self.members.by_key):
+                    self.light_kill(key)
             return {"ok": True}
         if op == "alive":
-            return {"ok": True, "alive": [k for k in header["keys"] if k in self.sessions]}
+            keys = [str(k) for k in header["keys"]]
+            light = set(self.light_alive(keys))
+            return {"ok": True, "alive": [k for k in keys if k in self.sessions or k in light]}
+        if op == "worker":
+            if self.members is None:
+                return {"ok": False, "error": "workers need the bwrap driver"}
+            return self.start_worker_op()
+        if op == "stop_worker":
+            self.stop_worker(int(header["pid"]))
+            return {"ok": True}
+        if op == "stats":
+            return {"ok": True, "sessions": len(self.sessions), **self.light_stats()}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def _kill(self, key: str) -> None:
@@ -150,6 +245,7 @@ class Master(SessionSetup):
                 deadline = time.monotonic() + 2.0
                 while pid not in self.dead and time.monotonic() < deadline:
                     time.sleep(0.002)
+                    self._reap()
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except OSError:
@@ -290,6 +386,15 @@ class Master(SessionSetup):
                 err = "session server did not come up"
             out[key] = (pid, err)
         return out
+
+
+def _take_low_fds() -> None:
+    """Fill fds 0..4 (with /dev/null where free), so later descriptors are all >= 5."""
+    while True:
+        fd = os.open(os.devnull, os.O_RDWR)  # (no O_CLOEXEC: kept across nothing but forks)
+        if fd > 4:
+            os.close(fd)
+            return
 
 
 def main(argv: list[str]) -> int:

@@ -29,12 +29,12 @@ def format_timeout(seconds: float) -> bytes:
 
 
 class RunningExec:
-    """An exec child's pid, its reply connection, output pipe and seed-ack pipe."""
+    """An exec child's pid, its reply connection (a session server's), output and seed-ack pipes."""
 
     def __init__(
         self,
         pid: int,
-        conn: socket.socket,
+        conn: socket.socket | None,
         out_r: int,
         ack_r: int,
         *,
@@ -58,6 +58,12 @@ class RunningExec:
         self.cancelled = False
         self.t_end = 0.0
         self.out_open = True
+
+    @property
+    def sock(self) -> socket.socket:
+        """The connection to reply on (a session server's execs always have one)."""
+        assert self.conn is not None
+        return self.conn
 
     def kill(self) -> None:
         """SIGKILL the exec's process group and the exec child."""

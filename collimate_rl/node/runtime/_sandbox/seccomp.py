@@ -31,6 +31,9 @@ AF_UNIX = 1
 AF_INET = 2
 AF_INET6 = 10
 
+#: Process creation, denied too for a process that must never start one (``no_spawn``).
+DENY_SPAWN = ["fork", "vfork", "execve", "execveat"]
+
 #: Syscalls denied outright, with EPERM (numbers per architecture).
 DENY_COMMON = [
     "ptrace",
@@ -127,6 +130,10 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "mount_setattr": 442,
         "quotactl_fd": 443,
         "open_tree_attr": 467,
+        "fork": 57,
+        "vfork": 58,
+        "execve": 59,
+        "execveat": 322,
     },
     "aarch64": {
         "lookup_dcookie": 18,
@@ -175,6 +182,8 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "mount_setattr": 442,
         "quotactl_fd": 443,
         "open_tree_attr": 467,
+        "execve": 221,
+        "execveat": 281,
     },
 }
 
@@ -186,7 +195,11 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
 
 
 def build_seccomp_filter(
-    arch: str | None = None, *, allow_inet: bool = False, ip_only: bool = False
+    arch: str | None = None,
+    *,
+    allow_inet: bool = False,
+    ip_only: bool = False,
+    no_spawn: bool = False,
 ) -> bytes:
     """Return the raw BPF program (``struct sock_filter[]``) for ``arch``.
 
@@ -194,6 +207,8 @@ def build_seccomp_filter(
     with ``ip_only`` too, AF_INET/AF_INET6 are allowed, every other family not),
     clone with any CLONE_NEW* flag (EPERM), clone3 (ENOSYS, glibc falls back
     to clone), and the syscalls in ``DENY_COMMON`` plus iopl/ioperm (EPERM).
+    With ``no_spawn`` (a node worker, which never starts a process) every
+    ``clone`` and the syscalls in ``DENY_SPAWN`` are denied too (EPERM).
     A foreign architecture or an x32 syscall kills the process.
     """
     arch = arch or os.uname().machine
@@ -214,6 +229,8 @@ def build_seccomp_filter(
         ]
     deny = [n for n in DENY_COMMON if n in nr]
     deny += [n for n in ("iopl", "ioperm") if n in nr]
+    if no_spawn:
+        deny += [n for n in (*DENY_SPAWN, "clone") if n in nr]
     for name in deny:
         prog += [_ins(_BPF_JEQ_K, 0, 1, nr[name]), _ins(_BPF_RET_K, 0, 0, errno_perm)]
     prog += [

@@ -100,7 +100,7 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         for conn in list(self.conns.values()):
             conn.sock.close()
         for ex in self.execs.values():
-            ex.conn.close()
+            ex.sock.close()
         if self.factory_ctl is not None:
             self.factory_ctl.close()
         self.lsock.close()
@@ -310,18 +310,18 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
 
     def _on_peer(self, ex: RunningExec) -> None:
         try:
-            self.sel.unregister(ex.conn)
+            self.sel.unregister(ex.sock)
         except (KeyError, ValueError):
             pass
         try:
-            ex.conn.setblocking(False)
-            data = ex.conn.recv(1)
+            ex.sock.setblocking(False)
+            data = ex.sock.recv(1)
         except BlockingIOError:
             return
         except OSError:
             data = b""
         finally:
-            ex.conn.setblocking(True)
+            ex.sock.setblocking(True)
         if not data and ex.status is None:
             ex.cancelled = True
             ex.kill()
@@ -370,7 +370,7 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
     def _finish(self, ex: RunningExec) -> None:
         del self.execs[ex.pid]
         try:
-            self.sel.unregister(ex.conn)
+            self.sel.unregister(ex.sock)
         except (KeyError, ValueError):
             pass
         try:
@@ -390,4 +390,4 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
             ack = ""
         os.close(ex.ack_r)
         header, payload = ex.result(ack)
-        self._reply(ex.conn, header, payload)
+        self._reply(ex.sock, header, payload)

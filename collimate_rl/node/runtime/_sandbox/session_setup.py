@@ -20,7 +20,7 @@ import socket
 import sys
 from typing import Any
 
-from .common import freeze_heap, log_exception
+from .common import close_other_fds, freeze_heap, log_exception
 from .layers import overlay_options
 from .layout import INTERNAL_DIR, SANDBOX_DIR
 from .session_server import SessionServer
@@ -58,10 +58,8 @@ class SessionSetup:
     ) -> None:  # pragma: no cover - runs in a forked child
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            if self.conn is not None:
-                self.conn.close()
-            if self.lsock is not None:
-                self.lsock.close()
+            signal.set_wakeup_fd(-1)
+            close_other_fds({0, 1, 2, 3, 4, w})  # nothing of the master's stays open
             self._plain_session(key, parent, w)
         except BaseException as exc:
             try:
@@ -151,10 +149,9 @@ class SessionSetup:
     ) -> None:  # pragma: no cover - runs in the cloned session server
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            if self.conn is not None:
-                self.conn.close()
-            if self.lsock is not None:
-                self.lsock.close()
+            signal.set_wakeup_fd(-1)
+            # nothing of the master's stays open (its sockets, light sessions' namespaces)
+            close_other_fds({0, 1, 2, 3, 4, w, go_r})
             if os.read(go_r, 1) != b"g":  # the creator failed to write our id maps
                 os._exit(1)
             os.close(go_r)

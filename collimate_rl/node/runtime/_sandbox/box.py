@@ -1,0 +1,240 @@
+"""Inside a box: the process the master cloned to run a light session's code.
+
+The master (``boxes.py``) clones a box with ``CLONE_NEWUSER | CLONE_NEWPID |
+CLONE_NEWNS`` while it stands in the session's mount and IPC namespaces and a
+pooled network namespace. The box is pid 1 of its pid namespace, in a copy of
+the session's mount namespace. Before it tells the master it is ready it maps
+its uid, mounts its own ``/proc``, covers ``/.collimate``, keeps only the
+descriptors it was given, drops every capability (the bounding set too: it is
+full again in a new user namespace), sets ``no_new_privs`` and loads the
+seccomp filter. Then, by role:
+
+* ``candidate``: the descriptors become fds 0..4 (program, stdout, stderr,
+  socket, stdin, as the factory's spawn protocol has them, see ``factory.py``);
+  it applies the exec's rlimits, env and seed, reads its program from fd 0 and
+  runs it as ``__main__``. One process: the candidate is pid 1 (when it exits
+  the kernel kills whatever it left).
+* ``exec``: the descriptors become fds 0..4: the job pipe, the merged output
+  (twice: stdout and stderr), the seed acknowledgement and the status pipe. pid 1 stays a small init: it reads the
+  job (the same frame a session server gets), forks the exec process (which
+  runs the job as an exec child does, ``exec_child.run_job``), reaps it, kills
+  and reaps every leftover (as a session server's sweep), writes the exec's
+  wait status to the status pipe and exits. The init is non-dumpable: the exec cannot read its memory.
+
+A candidate box that fails before it is ready writes ``error ...`` to the
+ready pipe and exits: the master answers the spawn with an error (an
+infrastructure failure, never a candidate's crash). An exec box has no ready
+pipe (its worker does not wait for its set-up; the job is already in its
+pipe): it writes ``error ...`` to its status pipe instead, which the worker
+reports as an infrastructure failure, never as the exec's exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Any
+
+from .common import log_exception, replace_environ
+from .exec_child import ExecJob, run_job
+from .factory import run_main
+from .framing import read_frame, write_all
+from .hardening import apply_limits, drop_all_capabilities
+from .layout import INTERNAL_DIR, SANDBOX_DIR, ZYGOTE_ENV
+from .seccomp import load_seccomp
+from .seeding import apply_python_seed
+from .syscalls import (
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_RDONLY,
+    PR_SET_DUMPABLE,
+    mount,
+    prctl,
+    set_name,
+    write_id_maps,
+)
+
+#: The uid (and gid) sandboxed code runs as, inside every namespace.
+SANDBOX_ID = 1000
+#: Fds a box gets, per role.
+FD_COUNT = {"candidate": 5, "exec": 5}
+
+
+class BoxSpec:
+    """What the master tells a box: its role, its descriptors and its session's settings."""
+
+    def __init__(
+        self,
+        role: str,
+        fds: list[int],
+        ready_w: int,
+        cfg: dict[str, Any],
+        cap_last: int,
+        seed: str = "",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.role = role
+        self.fds = fds
+        self.ready_w = ready_w
+        self.cfg = cfg
+        self.cap_last = cap_last
+        self.seed = seed
+        self.env = env or {}
+        # a JobContext (exec_child.run_job)
+        self.sandbox_dir = SANDBOX_DIR
+        self.tmp_dir = "/tmp"
+        self.base_env: dict[str, str] = dict(cfg.get("base_env") or {})
+
+
+def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned box
+    """The box's life; never returns."""
+    try:
+        set_name(f"col-{spec.role}")
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        os.setsid()
+        ready = _harden(spec)
+        if spec.role == "candidate":
+            _prepare_candidate(spec)
+        else:
+            prctl(PR_SET_DUMPABLE, 0)  # the init: the exec cannot read its memory
+        if ready >= 0:
+            os.write(ready, b"ok")
+            os.close(ready)
+    except BaseException as exc:
+        said = f"error {type(exc).__name__}: {exc}".encode()[:4000]
+        # a candidate says so on its ready pipe, an exec box on its status pipe
+        # (_harden keeps both fields pointing at where the pipes are)
+        with contextlib.suppress(OSError):
+            os.write(spec.ready_w if spec.role == "candidate" else spec.fds[4], said)
+        os._exit(1)
+    try:
+        if spec.role == "candidate":
+            _run_candidate()
+        else:
+            _exec_init(spec)
+    except BaseException:
+        log_exception("box")
+    os._exit(1)
+
+
+def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
+    """Map the uid, mount ``/proc``, cover ``/.collimate``, keep only our fds, drop privileges.
+
+    Returns the ready pipe's fd (``-1``: none, an exec box).
+    """
+    proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
+    try:
+        write_id_maps(proc, SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
+    finally:
+        os.close(proc)
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    mount("none", INTERNAL_DIR, "tmpfs", flags, "size=4k,mode=0555")
+    # The master keeps fds 0..4 taken, so every received fd (and ready_w) is >= 5:
+    # the dup2s onto 0..n-1 never clobber one still to be moved.
+    for target, fd in enumerate(spec.fds):
+        os.dup2(fd, target)
+    ready = -1
+    if spec.ready_w >= 0:
+        ready = len(spec.fds)
+        os.dup2(spec.ready_w, ready)
+        os.set_inheritable(ready, False)
+    os.closerange(len(spec.fds) + (ready >= 0), 1 << 16)
+    spec.fds, spec.ready_w = list(range(len(spec.fds))), ready  # where they are now
+    drop_all_capabilities(spec.cap_last, bounding=True)
+    load_seccomp(bytes(spec.cfg["_seccomp"]))
+    return ready
+
+
+def _prepare_candidate(spec: BoxSpec) -> None:  # pragma: no cover - in the box
+    """As the factory's spawned processes: limits, cwd, env, seed (``factory_link``)."""
+    for target in range(len(spec.fds)):
+        os.set_inheritable(target, True)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as a fresh interpreter has them
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    apply_limits(spec.cfg["limits"])
+    os.umask(0o022)
+    os.chdir(SANDBOX_DIR)
+    env = dict(spec.base_env)
+    env.update({k: v for k, v in spec.cfg.get("env") or []})
+    env.update(spec.env)
+    env.pop(ZYGOTE_ENV, None)
+    env["COLLIMATE_SEED"] = spec.seed
+    replace_environ(env)
+    apply_python_seed(spec.seed)
+
+
+def _run_candidate() -> None:  # pragma: no cover - in the box
+    """Read the program from fd 0 (``marshal`` of a code object) and run it as ``__main__``."""
+    import marshal
+
+    data = bytearray()
+    while True:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    code = marshal.loads(bytes(data))
+    del data
+    os._exit(run_main(code, "<stdin>"))
+
+
+def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
+    """pid 1 of an exec box: read the job, fork the exec, reap, report its status, exit."""
+    header, payload = read_frame(0)
+    job = ExecJob(header, payload)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            prctl(PR_SET_DUMPABLE, 1)  # like any freshly started process
+            os.dup2(devnull, 0)
+            os.closerange(4, 1 << 16)  # the status pipe
+            os.set_inheritable(3, False)
+            for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
+        except BaseException:
+            os._exit(126)
+        run_job(spec, job)
+    job.drop_payload()
+    os.close(devnull)
+    for fd in (0, 1, 2, 3):
+        os.close(fd)
+    status = _reap_until(pid)
+    _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
+    write_all(4, str(status).encode())
+    os._exit(0)
+
+
+def _sweep() -> None:  # pragma: no cover - in the box
+    """Kill every other process of the box (we are its pid 1) and reap them all."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        return  # ESRCH: nothing else alive
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _reap_until(pid: int) -> int:  # pragma: no cover - in the box
+    """Reap children (orphans come to pid 1) until ``pid`` exits; its wait status."""
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1 << 8
+        except InterruptedError:
+            continue
+        if got == pid:
+            return status

@@ -1,0 +1,169 @@
+"""Light sessions: records in the master, their mount namespaces built on first use.
+
+A light session (a template without a service or network) has no process of
+its own. The master keeps a :class:`Member` record: the overlay's lower layers,
+and once something ran in it, the descriptors of its *member mount namespace*
+(its size-limited tmpfs with the overlay's upper and work dirs, the overlay on
+``/sandbox``, ``/tmp``, ``/dev/shm``, a devpts instance) and its *member IPC
+namespace*. Boxes (``boxes.py``) are cloned into copies of that mount namespace,
+so the session's files persist across its execs, and the namespaces live as
+long as a descriptor does: the record's, a running box's, or a fork's.
+
+The master builds a member namespace in-process (``Home.fresh_mount_ns``): a
+copy of its own namespace, or of the fork parent's (where the frozen layers are
+mounted). A lineage's layer dirs live on a private anchor tmpfs mounted on
+``/.collimate/s`` in the first namespace of the lineage, so nothing is created
+in the container's shared ``/.collimate`` and nothing needs removing: the
+anchor goes with the last namespace that mounts it.
+
+A fork freezes the parent's upper layer (in the parent's namespace, when it
+changed) and makes child records whose ``base`` is the parent's namespace.
+
+>>> m = Member("k", ["/l/0"])
+>>> (m.mounted, m.layer_dir, m.depth)
+(False, '/.collimate/s/k', 0)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+from .home import Home, open_ns
+from .layers import freeze_upper, overlay_options
+from .layout import INTERNAL_DIR, SANDBOX_DIR
+from .syscalls import (
+    CLONE_NEWIPC,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    mount,
+    setns,
+    unshare,
+)
+
+#: Where a lineage's anchor tmpfs is mounted (each session's layer dir is a dir in it).
+ANCHOR = os.path.join(INTERNAL_DIR, "s")
+
+
+@dataclass
+class Member:
+    """One light session, as the master knows it."""
+
+    key: str
+    lowers: list[str]
+    base: int = -1  # the mount namespace its lowers are visible in (a fork's), or -1
+    mnt: int = -1  # its member mount namespace, once built
+    ipc: int = -1
+    gen: int = 0  # the upper layer in use: u<gen>, w<gen>
+    depth: int = 0
+    boxes: set[int] = field(default_factory=set)  # live boxes (pids in the master's namespace)
+
+    @property
+    def mounted(self) -> bool:
+        return self.mnt >= 0
+
+    @property
+    def layer_dir(self) -> str:
+        return os.path.join(ANCHOR, self.key)
+
+    def close(self) -> None:
+        for fd in (self.base, self.mnt, self.ipc):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.base = self.mnt = self.ipc = -1
+
+
+class Members:
+    """The master's light sessions by key."""
+
+    def __init__(self, home: Home, disk_bytes: int) -> None:
+        self.home = home
+        self.disk_bytes = disk_bytes
+        self.by_key: dict[str, Member] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.by_key
+
+    def get(self, key: str) -> Member | None:
+        return self.by_key.get(key)
+
+    def create(self, key: str, lowers: list[str]) -> Member:
+        member = Member(key, list(lowers))
+        self.by_key[key] = member
+        return member
+
+    def drop(self, key: str) -> Member | None:
+        """Forget a session; the caller kills its boxes. Its namespaces go with the last fd."""
+        member = self.by_key.pop(key, None)
+        if member is not None:
+            member.close()
+        return member
+
+    def fork(self, parent: Member, keys: list[str]) -> list[Member]:
+        """Child records of ``parent`` (frozen first when it changed since the last freeze)."""
+        if parent.mounted:
+            with self.home.inside(mnt=parent.mnt):
+                changed = freeze_upper(parent.layer_dir, parent.lowers, parent.gen)
+            if changed is not None:
+                parent.lowers, parent.gen = changed
+        base = parent.mnt if parent.mounted else parent.base
+        children = []
+        for key in keys:
+            child = self.create(key, parent.lowers)
+            child.depth = parent.depth + 1
+            child.base = os.dup(base) if base >= 0 else -1
+            children.append(child)
+        return children
+
+    def mount(self, member: Member) -> None:
+        """Build the member's mount and IPC namespaces (first use)."""
+        if member.mounted:
+            return
+        with self.home.fresh_mount_ns(member.base):
+            if member.base < 0:  # the first namespace of a lineage: its private anchor
+                mount("tmpfs", ANCHOR, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
+            self._layers(member)
+            mnt = open_ns("mnt")
+        try:
+            unshare(CLONE_NEWIPC)
+            try:
+                ipc = open_ns("ipc")
+            finally:
+                setns(self.home.fds["ipc"], CLONE_NEWIPC)
+        except BaseException:
+            os.close(mnt)
+            raise
+        member.mnt, member.ipc = mnt, ipc
+        if member.base >= 0:  # its own namespace holds the fork parent's layers now
+            os.close(member.base)
+            member.base = -1
+
+    def _layers(self, member: Member) -> None:
+        """The session's tmpfs, overlay, ``/tmp``, ``/dev/shm`` and devpts (in its namespace)."""
+        layer_dir = member.layer_dir
+        os.mkdir(layer_dir, 0o700)
+        mount(
+            "tmpfs", layer_dir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={self.disk_bytes},mode=0700"
+        )
+        os.mkdir(os.path.join(layer_dir, f"u{member.gen}"), 0o755)
+        os.mkdir(os.path.join(layer_dir, f"w{member.gen}"), 0o700)
+        for name in ("tmp", "shm"):
+            path = os.path.join(layer_dir, name)
+            os.mkdir(path)
+            os.chmod(path, 0o1777)
+        options = overlay_options(member.lowers, layer_dir, member.gen)
+        mount("overlay", SANDBOX_DIR, "overlay", MS_NOSUID | MS_NODEV, options)
+        mount(os.path.join(layer_dir, "tmp"), "/tmp", None, MS_BIND, None)
+        mount(os.path.join(layer_dir, "shm"), "/dev/shm", None, MS_BIND, None)
+        with contextlib.suppress(OSError):  # a private pty namespace (bwrap's is shared)
+            mount(
+                "devpts",
+                "/dev/pts",
+                "devpts",
+                MS_NOSUID | MS_NOEXEC,
+                "newinstance,ptmxmode=0666,mode=0620",
+            )

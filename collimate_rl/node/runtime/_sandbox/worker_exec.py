@@ -1,0 +1,213 @@
+"""A worker runs one exec of a light session: an exec box, its output, its deadline.
+
+The worker asks the master for an exec box bound to the session (``boxes.py``),
+hands it the job (the frame a session server would get) on its job pipe, and
+collects the merged output under the cap and the deadline exactly as a session
+server does (``running_exec.RunningExec``); the box's init reports the exec's
+wait status on the status pipe. At the deadline, or past the output cap, the
+worker kills the box's pid 1, which takes every process of the box with it.
+"""
+
+# ruff: noqa: SIM105
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from .framing import frame_bytes
+from .running_exec import RunningExec
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Worker(Protocol):
+        """What an exec or a grade needs of its worker (``worker.py``, which imports
+        this module: a protocol, not an import, keeps the two apart)."""
+
+        cfg: dict[str, Any]
+
+        def connect(self, key: str) -> socket.socket: ...
+
+        def exec_env(self, seed: str, env: list[list[str]]) -> dict[str, str]: ...
+
+
+#: How long a box may take to start (the master kills it past its own deadline first).
+SPAWN_TIMEOUT = 30.0
+#: The exec keys a box's job carries (``exec_child.ExecJob``).
+_JOB_KEYS = ("seed", "timeout", "env", "files", "command", "commands", "code")
+
+
+class BoxRefused(BaseException):
+    """The master could not start a box, or the session went while it ran.
+
+    An infrastructure failure, never a verdict: a ``BaseException``, so no
+    ``except Exception`` in the harness or in trusted test code turns it into one.
+    """
+
+    def __init__(self, error: str, lost: bool) -> None:
+        super().__init__(error)
+        self.lost = lost
+
+
+def spawn_box(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
+    """Ask the master for a box on ``conn``; its pid once it is ready (``BoxRefused`` else)."""
+    conn.settimeout(SPAWN_TIMEOUT)
+    try:
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        reply = json.loads(conn.recv(65536) or b"null")
+    except (OSError, ValueError) as exc:
+        raise BoxRefused(f"the master did not answer: {exc}", False) from None
+    if not isinstance(reply, dict) or reply.get("ok") is not True:
+        error = reply.get("error") if isinstance(reply, dict) else None
+        lost = bool(reply.get("lost")) if isinstance(reply, dict) else False
+        raise BoxRefused(str(error or "no box"), lost)
+    return int(reply["pid"])
+
+
+def session_gone(conn: socket.socket) -> bool:
+    """Whether the master said (unasked) that the connection's session is gone.
+
+    A session deleted while one of its boxes runs: the master kills the box and
+    tells every connection bound to the session, so its exec or grade ends as
+    an infrastructure failure, not as a process the candidate's code killed.
+    """
+    try:
+        conn.setblocking(False)
+        said = conn.recv(65536)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    try:
+        notice = json.loads(said or b"null")
+    except ValueError:
+        return True
+    return not said or (isinstance(notice, dict) and bool(notice.get("lost")))
+
+
+def run_exec(
+    worker: Worker, header: dict[str, Any], payload: bytes | bytearray
+) -> tuple[dict[str, Any], bytes]:
+    """Run one exec of session ``header["session"]``; the reply header and the output."""
+    conn = worker.connect(str(header["session"]))
+    pipes: list[int] = []
+    try:
+        job_r, job_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        ack_r, ack_w = os.pipe2(os.O_CLOEXEC)
+        st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        pipes = [job_w, out_r, ack_r, st_r]
+        theirs = [job_r, out_w, ack_w, st_w]
+        # the job goes into its pipe first (as much as fits): the box reads it as soon
+        # as it has hardened itself, without waiting for this process
+        job = frame_bytes({k: header[k] for k in _JOB_KEYS if k in header}, bytes(payload))
+        os.set_blocking(job_w, False)
+        try:
+            sent = os.write(job_w, job[: 1 << 16])
+        except BlockingIOError:
+            sent = 0
+        try:
+            pid = spawn_box(conn, {"op": "exec"}, [job_r, out_w, out_w, ack_w, st_w])
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        job = job[sent:]
+        cap = int(worker.cfg["limits"]["output_cap_bytes"])
+        ex = RunningExec(
+            pid,
+            None,
+            out_r,
+            ack_r,
+            seed=str(header["seed"]),
+            timeout=float(header["timeout"]),
+            cap=cap,
+        )
+        status = _supervise(ex, job, job_w, st_r)
+        if session_gone(conn):
+            raise BoxRefused("the session is gone", True)
+        ex.status = status
+        ex.t_end = time.monotonic()
+        try:
+            ack = os.read(ack_r, 256).decode(errors="replace")
+        except OSError:
+            ack = ""
+        reply, output = ex.result(ack)
+        return reply, output
+    except BoxRefused as exc:
+        return {"ok": False, "error": str(exc), "lost": exc.lost}, b""
+    finally:
+        for fd in pipes:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        conn.close()  # the master kills whatever is left of the box
+
+
+def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
+    """Feed the job, collect output, enforce the deadline; the exec's wait status."""
+    for fd in (job_w, ex.out_r, st_r, ex.ack_r):
+        os.set_blocking(fd, False)
+    sel = selectors.DefaultSelector()
+    if job:
+        sel.register(job_w, selectors.EVENT_WRITE, "job")
+    sel.register(ex.out_r, selectors.EVENT_READ, "out")
+    sel.register(st_r, selectors.EVENT_READ, "status")
+    view = memoryview(job)
+    said = bytearray()
+    status_open = True
+    try:
+        while ex.out_open or status_open:
+            timeout = None if ex.timed_out else max(0.0, ex.deadline - time.monotonic())
+            events = sel.select(timeout)
+            for key, _ in events:
+                if key.data == "job":
+                    view = _feed(sel, job_w, view)
+                elif key.data == "out":
+                    if not ex.read_output():
+                        ex.out_open = False
+                        sel.unregister(ex.out_r)
+                else:
+                    chunk = _read(st_r)
+                    if chunk:
+                        said += chunk
+                    elif chunk is not None:
+                        status_open = False
+                        sel.unregister(st_r)
+            if not ex.timed_out and time.monotonic() >= ex.deadline:
+                ex.timed_out = True
+                ex.kill()
+    finally:
+        sel.close()
+    if said.startswith(b"error "):  # the box could not set itself up: not the exec's doing
+        raise BoxRefused(f"the box did not start: {said[6:].decode(errors='replace')}", False)
+    try:
+        return int(said)
+    except ValueError:  # killed (deadline, cap, a cancelled exec) before it could say
+        return signal.SIGKILL
+
+
+def _feed(sel: selectors.BaseSelector, job_w: int, view: memoryview) -> memoryview:
+    try:
+        view = view[os.write(job_w, view[: 1 << 16]) :]
+    except (BlockingIOError, InterruptedError):
+        return view
+    except OSError:  # the box is gone; its status says why
+        view = view[len(view) :]
+    if not view:
+        sel.unregister(job_w)
+    return view
+
+
+def _read(fd: int) -> bytes | None:
+    try:
+        return os.read(fd, 64)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
