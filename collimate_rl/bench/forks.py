@@ -160,8 +160,8 @@ def memory_section(
         columns=["measure", "per session MiB", f"all {sessions} MiB"],
         notes=[
             f"Node process tree before/after: {before.processes} -> {after.processes} processes "
-            f"({per_process:.1f} per session: the session server; its pristine factory "
-            "starts with the session's first request)."
+            f"({per_process:.1f} per session: a light session is a record in its template's "
+            "master, with no process of its own; a session with a server, one process)."
         ],
     )
     for name, a, b in (

@@ -39,6 +39,7 @@ from collimate_rl.node.egress.policy import EgressPolicy
 from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.egress.socks import SOCKS_VERSION, serve_socks5
 from collimate_rl.node.egress.upstream import Opener
+from collimate_rl.node.stream_servers import close_stream_server
 
 __all__ = ["EgressGate"]
 
@@ -133,14 +134,6 @@ class EgressGate:
         if self.closed:
             return
         self.closed = True
-        if self._server is not None:
-            self._server.close()
-        conns = list(self._conns)
-        for task in conns:
-            task.cancel()
-        await asyncio.gather(*conns, return_exceptions=True)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+        await close_stream_server(self._server, self._conns)
         with contextlib.suppress(OSError):
             self.path.unlink()

@@ -27,7 +27,6 @@ a closed connection and the service never sees it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -35,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from collimate_rl._peer import connection_is_allowed, default_allowed_uids
+from collimate_rl.node.stream_servers import close_stream_server
 
 __all__ = ["Bridge", "ServiceFailed", "pump", "read_bounded", "wait_http"]
 
@@ -124,15 +124,7 @@ class Bridge:
         if self.closed:
             return
         self.closed = True
-        if self._server is not None:
-            self._server.close()
-        conns = list(self._conns)
-        for task in conns:
-            task.cancel()
-        await asyncio.gather(*conns, return_exceptions=True)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+        await close_stream_server(self._server, self._conns)
 
 
 async def pump(

@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Callable
 
 
 def log_exception(what: str) -> None:
@@ -94,3 +96,32 @@ def close_other_fds(keep: set[int]) -> None:
     except (ValueError, OSError):
         limit = 1 << 16
     os.closerange(start, max(limit, 1 << 16))
+
+
+def fork_until_ready(child: Callable[[int], object], what: str) -> int:
+    """Fork a helper process and wait until it says ``ok`` on its ready pipe; its pid.
+
+    ``child(ready_w)`` runs in the new process and must never return (it ends
+    with ``os._exit``). Anything else on the pipe, or the pipe closing, means
+    the helper failed to come up: it is killed and reaped, and ``OSError``
+    names ``what`` and the helper's own words.
+    """
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the helper
+        os.close(ready_r)
+        child(ready_w)
+        os._exit(1)
+    os.close(ready_w)
+    try:
+        reply = os.read(ready_r, 4096)
+    finally:
+        os.close(ready_r)
+    if reply != b"ok":
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        raise OSError(f"{what} failed: {reply.decode(errors='replace') or 'died'}")
+    return pid

@@ -12,7 +12,7 @@ import os
 import signal
 from typing import Any
 
-from .common import close_other_fds
+from .common import close_other_fds, fork_until_ready
 from .egress_relay import EgressRelay, bind_relay_listeners, gate_socket_name
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .relay import loopback_up
@@ -37,23 +37,9 @@ class EgressLink:
         """Fork R for a networked session; raises if it does not come up."""
         if not self.isolated or not self.networked or self.relay_pid:
             return
-        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - R
-            os.close(ready_r)
-            self._relay_main(key, sock_dir, ready_w)
-        os.close(ready_w)
-        try:
-            reply = os.read(ready_r, 4096)
-        finally:
-            os.close(ready_r)
-        if reply != b"ok":
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-            raise OSError(f"egress relay failed: {reply.decode(errors='replace') or 'died'}")
+        pid = fork_until_ready(
+            lambda ready_w: self._relay_main(key, sock_dir, ready_w), "egress relay"
+        )
         self.relay_pid = pid
 
     def _relay_main(self, key: str, sock_dir: str, ready_w: int) -> None:  # pragma: no cover - R

@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from . import service as svc
-from .common import close_other_fds
+from .common import close_other_fds, fork_until_ready
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .relay import loopback_up
 from .seccomp import load_seccomp
@@ -46,24 +46,13 @@ class ServiceLink:
         spec = self.cfg.get("service")
         if not self.isolated or not spec or self.service_pid:
             return
-        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - K
-            os.close(ready_r)
-            self._service_main(spec, key, sock_dir, ready_w)
-        os.close(ready_w)
         try:
-            reply = os.read(ready_r, 4096)
-        finally:
-            os.close(ready_r)
-        if reply != b"ok":
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+            pid = fork_until_ready(
+                lambda ready_w: self._service_main(spec, key, sock_dir, ready_w), "service keeper"
+            )
+        except OSError:
             unlink_service_files(sock_dir, key)
-            raise OSError(f"service keeper failed: {reply.decode(errors='replace') or 'died'}")
+            raise
         self.service_pid = pid
 
     def _service_main(
