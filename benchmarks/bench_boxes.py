@@ -32,27 +32,27 @@ ROOT = Path(__file__).resolve().parents[1]
 def _outer(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
     from collimate_rl.node.runtime import bwrap as bw
-    from collimate_rl.node.runtime.driver import _SUPERVISOR_DIR, _python_paths
+    from collimate_rl.node.runtime.host_paths import SUPERVISOR_DIR, python_paths
     from collimate_rl.node.runtime.sandbox_uid import resolve_sandbox_uid
 
     bwrap, _, note = bw.find_bwrap()
     if bwrap is None:
         print(f"no usable bwrap: {note}", file=sys.stderr)
         return 2
-    exe, prefix = _python_paths()
+    exe, prefix = python_paths()
     me = Path(__file__).resolve()
     fds = bw.FdSet()
     argv = [bwrap, *bw.base_args(), *bw.etc_args(fds, network=False, tls_roots=False)]
     if not str(prefix).startswith("/usr/"):
         argv += ["--ro-bind", str(prefix), str(prefix)]
     argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/s", "--dir", "/.collimate/empty"]
-    argv += ["--ro-bind", str(_SUPERVISOR_DIR), "/.collimate/sup"]
+    argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
     argv += ["--ro-bind", str(me), "/.collimate/bench.py"]
     argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
     argv += [str(exe), "-I", "-S", "-B", "/.collimate/bench.py", "inner"]
     argv += ["--n", str(args.n), "--rounds", str(args.rounds)]
     uid = resolve_sandbox_uid(None) if os.geteuid() == 0 else os.geteuid()
-    launch = bw.launch_preexec(uid, [prefix, _SUPERVISOR_DIR, me], bwrap=bwrap)
+    launch = bw.launch_preexec(uid, [prefix, SUPERVISOR_DIR, me], bwrap=bwrap)
     try:
         return subprocess.run(argv, pass_fds=fds.fds, preexec_fn=launch, check=False).returncode
     finally:

@@ -220,7 +220,7 @@ _CRASHED_OWNER = r"""
 import os, socket, subprocess, sys, time
 from pathlib import Path
 from collimate_rl.node.runtime._recovery import claim_state_dir
-from collimate_rl.node.runtime.driver import _memcg_parent
+from collimate_rl.node.runtime.memcg import memcg_parent
 
 state, workdir = Path(sys.argv[1]), Path(sys.argv[2])
 claim, _ = claim_state_dir(state)
@@ -236,7 +236,7 @@ quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subproc
 host = subprocess.Popen(["sh", "-c", "sleep 3131.2 & exec sleep 3131.1"], start_new_session=True, **quiet)
 claim.note_host(host.pid)
 subprocess.Popen(["sleep", "3131.3"], cwd=sessions, start_new_session=True, **quiet)
-parent = _memcg_parent()
+parent = memcg_parent()
 if parent is not None:
     cg = parent / "collimate-feedf00d-t1"
     cg.mkdir()
@@ -289,9 +289,9 @@ def test_restart_clears_what_a_crashed_owner_left(make_node: Make, tmp_path: Pat
         assert not (state / "t" / "1" / "sessions" / "k1").exists()
         assert session_sockets(state) == []
         if "3131.4" in markers:
-            from collimate_rl.node.runtime.driver import _memcg_parent
+            from collimate_rl.node.runtime.memcg import memcg_parent
 
-            parent = _memcg_parent()
+            parent = memcg_parent()
             assert parent is not None and not (parent / "collimate-feedf00d-t1").exists()
         client = node.client()
         assert client.exec_once("python3", command="echo ok")["stdout"] == "ok\n"

@@ -40,14 +40,10 @@ from .base import (
     TemplateSpec,
 )
 from .bwrap import BwrapStatus, detect_bwrap
-from .driver import (
-    BUILTIN_TEMPLATE,
-    DEFAULT_PRELOAD,
-    MAX_FORK_DEPTH,
-    LocalRuntime,
-    LocalSession,
-)
+from .local_runtime import BUILTIN_TEMPLATE, LocalRuntime
+from .local_session import MAX_FORK_DEPTH, LocalSession
 from .sandbox_uid import SANDBOX_UID_BASE, resolve_sandbox_uid
+from .template_host import DEFAULT_PRELOAD
 
 __all__ = [
     "BUILTIN_TEMPLATE",

@@ -259,9 +259,9 @@ async def _alive(s: object) -> bool:
 
 @pytest.mark.bwrap
 async def test_memory_cgroup_safety_net(require_bwrap: None, tmp_state: Path) -> None:
-    from collimate_rl.node.runtime.driver import _memcg_parent
+    from collimate_rl.node.runtime.memcg import memcg_parent
 
-    if _memcg_parent() is None:
+    if memcg_parent() is None:
         pytest.skip("no writable cgroup-v1 memory controller (needs root)")
     rt = create_runtime(
         "bwrap",

@@ -1,0 +1,69 @@
+"""Where the node's own Python, numpy, site-packages and the supervisor live on
+the host, and the ``PATH`` a sandbox gets: what a template container binds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "SHARED_SITE_DIR",
+    "SUPERVISOR",
+    "SUPERVISOR_DIR",
+    "numpy_dirs",
+    "python_paths",
+    "search_path",
+    "site_dirs",
+]
+
+SUPERVISOR_DIR = Path(__file__).resolve().parent / "_sandbox"
+SUPERVISOR = SUPERVISOR_DIR / "supervisor.py"
+
+
+def python_paths() -> tuple[Path, Path]:
+    """The node's base interpreter and its prefix (real paths)."""
+    exe = Path(getattr(sys, "_base_executable", None) or sys.executable)
+    exe = exe.resolve()
+    prefix = Path(sys.base_prefix).resolve()
+    return exe, prefix
+
+
+def numpy_dirs() -> list[Path]:
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    pkg = Path(next(iter(spec.submodule_search_locations))).resolve()
+    dirs = [pkg]
+    libs = pkg.parent / "numpy.libs"
+    if libs.is_dir():
+        dirs.append(libs)
+    return dirs
+
+
+def site_dirs() -> list[Path]:
+    """The node environment's own site-packages (a venv's), not the base Python's."""
+    import sysconfig
+
+    base = Path(sys.base_prefix).resolve()
+    out: list[Path] = []
+    for key in ("purelib", "platlib"):
+        path = Path(sysconfig.get_paths()[key]).resolve()
+        if path.is_dir() and not path.is_relative_to(base) and path not in out:
+            out.append(path)
+    return out
+
+
+def search_path(python_bin: str, extra: Sequence[str]) -> str:
+    """A sandbox's PATH: the node's Python first, then the template's toolchains.
+
+    >>> search_path("/opt/collimate/bin", ["/opt/go/bin"])
+    '/opt/collimate/bin:/opt/go/bin:/usr/local/bin:/usr/bin:/bin'
+    """
+    return ":".join([python_bin, *extra, "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+#: Where shared site-packages appear inside a sandbox (``/opt/collimate/venv/<i>``).
+SHARED_SITE_DIR = "/opt/collimate/venv"

@@ -1,0 +1,479 @@
+"""The node's runtime on the host: templates (built-in, baked, networked twins),
+creating and closing sessions, and start/close of the whole.
+
+One template host (a bwrap container running the supervisor's master) per
+template (:mod:`.template_host`); sessions are processes forked by that master
+(:mod:`.local_session`). The host talks to the master and to every session
+server over unix sockets in the state dir (:mod:`.unix_rpc`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _recovery
+from . import bwrap as bw
+from .base import (
+    Isolation,
+    Limits,
+    RuntimeError_,
+    ServiceSpec,
+    SessionHandle,
+    TemplateSpec,
+)
+from .host_paths import SUPERVISOR_DIR, numpy_dirs, python_paths, search_path, site_dirs
+from .languages import LanguageTemplates
+from .local_session import LocalSession, close_sessions
+from .memcg import MemoryCgroup, mem_total, memcg_parent
+from .sandbox_uid import resolve_sandbox_uid
+from .template_host import TemplateHost
+
+log = logging.getLogger("collimate_rl.node.runtime")
+
+__all__ = ["BUILTIN_TEMPLATE", "NETWORK_TWIN_SUFFIX", "TEMPLATE_ALIASES", "LocalRuntime"]
+
+#: The built-in template id: the node's warm Python with numpy importable.
+BUILTIN_TEMPLATE = "python3"
+#: Alias ids that resolve to the built-in template (the SDK's local backend uses ``py``).
+TEMPLATE_ALIASES = {"py": BUILTIN_TEMPLATE}
+#: Every built-in template ``<id>`` has a networked twin ``<id><suffix>`` (``python3-net``):
+#: the same container, sessions with the egress relay (see docs/egress.md).
+NETWORK_TWIN_SUFFIX = "-net"
+_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+class LocalRuntime:
+    """The node's runtime: ``bwrap`` (isolated) or ``none`` (no isolation)."""
+
+    def __init__(
+        self,
+        isolation: Isolation,
+        *,
+        state_dir: Path | None = None,
+        limits: Limits | None = None,
+        sandbox_uid: int | None = None,
+        bwrap_path: str | None = None,
+        memory_limit_bytes: int | None = None,
+        share_site_packages: bool = False,
+        light_sessions: bool = True,
+        languages: Sequence[str] | str | None = None,
+    ) -> None:
+        self.isolation = isolation
+        #: sessions without a service or network are records run in boxes (docs/fast-path.md);
+        #: False: every session gets its own server (the design before; tests of it use this)
+        self.light_sessions = light_sessions
+        #: the built-in language templates (c, cpp, java, ...), started on first use
+        self.languages = LanguageTemplates(languages)
+        #: host site-packages bound read-only into every sandbox (operator opt-in)
+        self.site_dirs: list[Path] = site_dirs() if share_site_packages else []
+        #: per-template-container memory cap (cgroup v1, root only); default
+        #: half the machine's RAM; 0 disables the safety net
+        self.memory_limit_bytes = (
+            mem_total() // 2 if memory_limit_bytes is None else int(memory_limit_bytes)
+        )
+        self._memcg_parent: Path | None = None
+        self._memcg_tag = secrets.token_hex(4)
+        self.limits = limits or Limits()
+        #: the host uid sandboxes run as (see sandbox_uid.py); create_runtime checked it
+        self.sandbox_uid = resolve_sandbox_uid(None) if sandbox_uid is None else int(sandbox_uid)
+        if os.geteuid() != 0:
+            self.sandbox_uid = os.geteuid()
+        self.bwrap_path = bwrap_path
+        self._state_arg = state_dir
+        self._own_state_dir = False
+        self.state_dir = Path(state_dir) if state_dir is not None else Path("/nonexistent")
+        self._hosts: dict[str, TemplateHost] = {}
+        self._specs: dict[str, TemplateSpec] = {}
+        #: networked twin id -> the built-in template whose container it shares
+        self._twins: dict[str, str] = {}
+        self._counter = 0
+        self._started = False
+        self._closed = False
+        self._lock = asyncio.Lock()
+        #: the unix socket the node serves on, recorded for crash recovery
+        self.listen_socket: Path | None = None
+        self._claim: _recovery.StateClaim | None = None
+
+    # -- helpers
+    def note_host(self, pid: int) -> None:
+        """Record a process this run launched, for the recovery after a crash."""
+        if self._claim is not None:
+            self._claim.note_host(pid)
+
+    def note_listen_socket(self, path: Path | None) -> None:
+        """Record the node's unix socket (a crashed run's stale one is removed at start)."""
+        self.listen_socket = path
+        if self._claim is not None:
+            self._claim.note_listen_socket(path)
+
+    def make_memcg(self, name: str) -> MemoryCgroup | None:
+        if self._memcg_parent is None or self.memory_limit_bytes <= 0:
+            return None
+        try:
+            return MemoryCgroup(
+                self._memcg_parent, f"collimate-{self._memcg_tag}-{name}", self.memory_limit_bytes
+            )
+        except OSError as exc:
+            log.info("memory cgroup unavailable (%s); continuing without it", exc)
+            return None
+
+    def info(self) -> dict[str, Any]:
+        """Facts for ``/v1/health`` and logs (isolation, bwrap, uid, cgroup)."""
+        return {
+            "isolation": self.isolation.value,
+            "isolated": self.isolation is Isolation.BWRAP,
+            "bwrap": self.bwrap_path,
+            "sandbox_uid": self.sandbox_uid,
+            "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
+            "templates": self.templates(),
+            "unavailable_templates": self.unavailable_templates(),
+            "warning": None
+            if self.isolation is Isolation.BWRAP
+            else "isolation=none: sandboxed code runs without any isolation",
+        }
+
+    def chown(self, path: Path) -> None:
+        if os.geteuid() == 0 and self.isolation is Isolation.BWRAP:
+            os.chown(path, self.sandbox_uid, self.sandbox_uid)
+
+    def _resolve(self, template_id: str) -> str:
+        """The id of the template host that serves ``template_id``."""
+        if template_id in self._hosts:
+            return template_id
+        twin_of = self._twins.get(template_id)
+        if twin_of is not None and twin_of in self._hosts:
+            return twin_of
+        alias = TEMPLATE_ALIASES.get(template_id) or self.languages.resolve(template_id)
+        if alias is not None and alias in self._hosts:
+            return alias
+        raise KeyError(template_id)
+
+    async def _host_for(self, template_id: str) -> TemplateHost:
+        """The template's host, starting a built-in language template on first use."""
+        try:
+            return self._hosts[self._resolve(template_id)]
+        except KeyError:
+            base = self._twins.get(template_id, template_id)  # "cpp-net" starts "cpp"
+            started = await self.languages.start(base, self.limits, self.add_template)
+            return self._hosts[started]
+
+    # -- Runtime protocol
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self.isolation is Isolation.NONE:
+            msg = (
+                "collimate node runtime: isolation='none' -- sandboxed code runs WITHOUT ANY "
+                "ISOLATION as the node's own user (no namespaces, no seccomp, no filesystem "
+                "or network restrictions). Use only on trusted code / development machines."
+            )
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            log.warning(msg)
+        if self._state_arg is None:
+            # default temp dirs of crashed nodes: nobody else would ever clean them
+            _recovery.sweep_orphan_state_dirs(Path(tempfile.gettempdir()))
+            self.state_dir = Path(tempfile.mkdtemp(prefix=_recovery.TEMP_PREFIX))
+            self._own_state_dir = True
+        else:
+            self.state_dir = Path(self._state_arg)
+            if not self.state_dir.exists():
+                self._own_state_dir = True
+        # Raises StateDirBusy (touching nothing) if a live node owns the dir;
+        # else clears what a crashed previous owner left in it.
+        self._claim, _ = _recovery.claim_state_dir(self.state_dir, owned=self._own_state_dir)
+        self._claim.note_listen_socket(self.listen_socket)
+        os.chmod(self.state_dir, 0o711)
+        (self.state_dir / "t").mkdir(mode=0o711, exist_ok=True)
+        (self.state_dir / "layers").mkdir(mode=0o711, exist_ok=True)
+        self._memcg_parent = memcg_parent()
+        self._claim.note_memcg(self._memcg_parent, self._memcg_tag)
+        if self._memcg_parent is None and self.memory_limit_bytes > 0:
+            log.info("no writable cgroup-v1 memory controller: running without a memory cgroup")
+        self._started = True
+        try:
+            await self.add_template(TemplateSpec(BUILTIN_TEMPLATE, preload=()))
+            self.languages.detect()
+        except BaseException:
+            await self.close()
+            raise
+        self._add_network_twins()
+
+    def _add_network_twins(self) -> None:
+        """A networked twin for every template registered so far (the built-ins).
+
+        A twin shares its template's container: the network is a property of
+        each session (the master gives it the egress relay), so a twin costs
+        nothing until used. Only the ``bwrap`` driver can confine a session's
+        network; without it there are no twins.
+        """
+        if self.isolation is not Isolation.BWRAP:
+            return
+        for template_id, spec in self._specs.items():
+            twin = template_id + NETWORK_TWIN_SUFFIX
+            if not spec.network and twin not in self._hosts:
+                self._twins[twin] = template_id
+        for template_id in self.languages.detected.available:  # started on first use
+            self._twins.setdefault(template_id + NETWORK_TWIN_SUFFIX, template_id)
+
+    def templates(self) -> list[str]:
+        ids = list(self._hosts)
+        ids += [a for a, t in TEMPLATE_ALIASES.items() if t in self._hosts and a not in ids]
+        ids += [t for t in self.languages.ids() if t not in ids]
+        offered = set(self._hosts) | set(self.languages.detected.available)
+        ids += [t for t, base in self._twins.items() if base in offered and t not in ids]
+        return ids
+
+    def unavailable_templates(self) -> dict[str, str]:
+        """Built-in templates this node does not offer, and why (a missing binary)."""
+        return self.languages.unavailable()
+
+    def template_spec(self, template_id: str) -> TemplateSpec:
+        try:
+            spec = self._specs[self._resolve(template_id)]
+        except KeyError:  # a language template not started yet: its spec is built then
+            offered = self.languages.resolve(self._twins.get(template_id, template_id))
+            if offered is None:
+                raise
+            spec = TemplateSpec(offered)
+        if template_id in self._twins and template_id not in self._hosts:
+            return dataclasses.replace(spec, template_id=template_id, network=True)
+        return spec
+
+    async def add_template(self, spec: TemplateSpec) -> None:
+        if not self._started or self._closed:
+            raise RuntimeError_("runtime is not running")
+        if not _ID_RE.match(spec.template_id):
+            raise ValueError(f"bad template id {spec.template_id!r}")
+        if spec.service is not None and self.isolation is not Isolation.BWRAP:
+            raise ValueError(
+                "services need the bwrap driver (each session's own network namespace); "
+                "this node runs isolation='none'"
+            )
+        async with self._lock:
+            old = self._hosts.pop(spec.template_id, None)
+            self._counter += 1
+            host = TemplateHost(self, spec, self._counter)
+            await host.start()
+            self._hosts[spec.template_id] = host
+            self._specs[spec.template_id] = spec
+        if old is not None:
+            await self._stop_host(old)
+
+    async def _stop_host(self, host: TemplateHost) -> None:
+        await host.stop()
+        shutil.rmtree(host.dir, ignore_errors=True)
+
+    async def close_sessions(self, handles: Sequence[SessionHandle]) -> None:
+        """Close many sessions with one kill request per template (see :func:`close_sessions`)."""
+        ours = [h for h in handles if isinstance(h, LocalSession)]
+        others = [h for h in handles if not isinstance(h, LocalSession)]
+        await asyncio.gather(close_sessions(ours), *(h.close() for h in others))
+
+    async def create_session(self, template_id: str, session_id: str) -> SessionHandle:
+        if self._closed:
+            raise RuntimeError_("runtime is closed")
+        await self._host_for(template_id)  # a language template starts on first use
+        spec = self.template_spec(template_id)
+        host = self._hosts[self._resolve(template_id)]
+        networked = spec.network and self.isolation is Isolation.BWRAP
+        (sess,) = await host.new_sessions(
+            {"op": "create", "network": networked, "light": host.light and not networked},
+            [session_id],
+            0,
+            template_id=spec.template_id,
+            networked=networked,
+        )
+        return sess
+
+    async def bake(
+        self,
+        template_id: str,
+        base: str,
+        setup_commands: Sequence[str],
+        *,
+        network: bool = True,
+        service: ServiceSpec | None = None,
+        env: Sequence[tuple[str, str]] = (),
+    ) -> TemplateSpec:
+        if not _ID_RE.match(template_id):
+            raise ValueError(f"bad template id {template_id!r}")
+        await self._host_for(base)
+        base_spec = self.template_spec(base)
+        merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
+        # a bake with network (or over a networked base) makes a networked template
+        networked = network or base_spec.network
+        if not setup_commands:  # a new service or environment over the base's files
+            spec = dataclasses.replace(
+                base_spec,
+                template_id=template_id,
+                env=merged_env,
+                service=service or base_spec.service,
+                network=networked,
+            )
+            await self.add_template(spec)
+            return spec
+        layer_root = self.state_dir / "layers" / f"{template_id}-{secrets.token_hex(4)}"
+        layer_root.mkdir(mode=0o711)
+        upper, work = layer_root / "upper", layer_root / "work"
+        upper.mkdir()
+        work.mkdir()
+        for p in (layer_root, upper, work):
+            self.chown(p)
+        ok = False
+        try:
+            if self.isolation is Isolation.BWRAP:
+                rc, out = await self._bake_bwrap(base_spec, layer_root, setup_commands, network)
+            else:
+                rc, out = await self._bake_none(base_spec, upper, setup_commands)
+            if rc != 0:
+                raise RuntimeError_(
+                    f"bake of {template_id!r} failed (exit {rc}): "
+                    f"{out.decode(errors='replace')[-4000:]}"
+                )
+            shutil.rmtree(work, ignore_errors=True)
+            spec = dataclasses.replace(  # keeps the base's toolchain binds and limits
+                base_spec,
+                template_id=template_id,
+                layers=(*base_spec.layers, upper),
+                env=merged_env,
+                service=service or base_spec.service,
+                network=networked,
+            )
+            await self.add_template(spec)
+            ok = True
+            return spec
+        finally:
+            if not ok:
+                shutil.rmtree(layer_root, ignore_errors=True)
+
+    async def _bake_bwrap(
+        self,
+        base: TemplateSpec,
+        layer_root: Path,
+        setup_commands: Sequence[str],
+        network: bool,
+    ) -> tuple[int, bytes]:
+        assert self.bwrap_path is not None
+        exe, prefix = python_paths()
+        fds = bw.FdSet()
+        try:
+            argv = [self.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=network)]
+            if network:
+                argv += ["--share-net"]
+            if not str(prefix).startswith("/usr/"):
+                argv += ["--ro-bind", str(prefix), str(prefix)]
+            for d in numpy_dirs():
+                argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]
+            argv += ["--dir", "/opt/collimate/bin"]
+            argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
+            argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
+            argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/empty"]
+            argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
+            argv += ["--bind", str(layer_root), "/.collimate/out"]
+            lowers: list[str] = []
+            for i, layer in enumerate(base.layers):
+                dest = f"/.collimate/l/{i}"
+                argv += ["--ro-bind", str(layer), dest]
+                lowers.insert(0, dest)
+            for bind in base.binds:  # the base's toolchain (a bake over a language template)
+                argv += ["--ro-bind", str(bind), str(bind)]
+            cfg = {
+                "lowers": lowers or ["/.collimate/empty"],
+                "commands": list(setup_commands),
+                "network": network,
+                "env": {
+                    "PATH": search_path("/opt/collimate/bin", base.path),
+                    "HOME": "/sandbox",
+                    "TMPDIR": "/tmp",
+                    "LANG": "C.UTF-8",
+                    "PYTHONPATH": "/opt/collimate/site",
+                    "PYTHONUSERBASE": "/sandbox/.local",
+                    "PIP_NO_CACHE_DIR": "1",
+                    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                    **dict(base.env),
+                },
+            }
+            argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]
+            argv += [
+                str(exe),
+                "-I",
+                "-S",
+                "-B",
+                "/.collimate/sup/supervisor.py",
+                "bake",
+                json.dumps(cfg),
+            ]
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=fds.fds,
+                start_new_session=True,
+                preexec_fn=bw.launch_preexec(
+                    self.sandbox_uid,
+                    [
+                        prefix,
+                        *numpy_dirs(),
+                        SUPERVISOR_DIR,
+                        layer_root,
+                        *base.layers,
+                        *base.binds,
+                    ],
+                    bwrap=self.bwrap_path,
+                ),
+            )
+            self.note_host(proc.pid)
+        finally:
+            fds.close()
+        out, _ = await proc.communicate()
+        return int(proc.returncode or 0), out
+
+    async def _bake_none(
+        self, base: TemplateSpec, upper: Path, setup_commands: Sequence[str]
+    ) -> tuple[int, bytes]:
+        for layer in base.layers:
+            shutil.copytree(layer, upper, symlinks=True, dirs_exist_ok=True)
+        out = bytearray()
+        env = dict(os.environ, HOME=str(upper), PYTHONUSERBASE=str(upper / ".local"))
+        for cmd in setup_commands:
+            proc = await asyncio.create_subprocess_shell(
+                cmd, cwd=upper, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            data, _ = await proc.communicate()
+            out += data
+            if proc.returncode:
+                return int(proc.returncode), bytes(out)
+        # the layer holds the whole result; do not stack the base layers twice
+        return 0, bytes(out)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.languages.close()
+        hosts = list(self._hosts.values())
+        self._hosts.clear()
+        for host in hosts:
+            await self._stop_host(host)
+        if self._started:
+            if self._own_state_dir:
+                shutil.rmtree(self.state_dir, ignore_errors=True)
+            else:
+                for sub in ("t", "layers"):
+                    shutil.rmtree(self.state_dir / sub, ignore_errors=True)
+        if self._claim is not None:
+            self._claim.release()  # last: the lock guards the dir until it is clean

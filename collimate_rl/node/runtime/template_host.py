@@ -1,0 +1,431 @@
+"""A template's host: the warm container (``bwrap``) or plain process (``none``)
+running the supervisor's master; its launch (argv, config, env), its master
+requests, and the sessions it forks.
+
+The host knows the runtime only through :class:`HostRuntime`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import _recovery
+from . import bwrap as bw
+from ._warm import warm_modules
+from .base import Isolation, Limits, RuntimeError_, SessionBusy, SessionLost, TemplateSpec
+from .host_paths import (
+    SHARED_SITE_DIR,
+    SUPERVISOR,
+    SUPERVISOR_DIR,
+    numpy_dirs,
+    python_paths,
+    search_path,
+)
+from .local_session import LocalSession
+from .memcg import MemoryCgroup
+from .unix_rpc import unix_call
+from .workers import WorkerPool
+
+__all__ = ["DEFAULT_PRELOAD", "HostRuntime", "TemplateHost"]
+
+#: What every template's fork-server preloads (plus ``TemplateSpec.preload``).
+DEFAULT_PRELOAD: tuple[str, ...] = (
+    "random",
+    "json",
+    "math",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "typing",
+    "importlib.util",
+    "io",
+    "os",
+    "sys",
+    "string",
+    "heapq",
+    "bisect",
+    "dataclasses",
+    "traceback",
+    "types",
+    "resource",
+    "atexit",
+)
+#: sun_path holds 108 bytes, the last one a NUL
+_UNIX_PATH_MAX = 107
+#: room for "master.sock" and session keys ("<base36>.sock")
+_SOCKET_NAME_MAX = 16
+
+
+class HostRuntime(Protocol):
+    """What a template host needs of its runtime (``local_runtime.LocalRuntime``)."""
+
+    state_dir: Path
+    isolation: Isolation
+    bwrap_path: str | None
+    sandbox_uid: int
+    site_dirs: list[Path]
+    light_sessions: bool
+    limits: Limits
+
+    def chown(self, path: Path) -> None: ...
+
+    def make_memcg(self, name: str) -> MemoryCgroup | None: ...
+
+    def note_host(self, pid: int) -> None: ...
+
+
+def _limits_dict(limits: Limits) -> dict[str, int]:
+    return {
+        "cpu_seconds": limits.cpu_seconds,
+        "address_space_bytes": limits.address_space_bytes,
+        "processes": limits.processes,
+        "file_size_bytes": limits.file_size_bytes,
+        "open_files": limits.open_files,
+        "session_disk_bytes": limits.session_disk_bytes,
+        "output_cap_bytes": limits.output_cap_bytes,
+    }
+
+
+class TemplateHost:
+    """One warm container (or, for ``none``, one plain process) per template."""
+
+    def __init__(self, runtime: HostRuntime, spec: TemplateSpec, index: int) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        self.dir = runtime.state_dir / "t" / str(index)
+        self.sock_dir = self.dir / "socks"
+        self.master_sock = self.sock_dir / "master.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sessions: dict[str, LocalSession] = {}
+        self.memcg: MemoryCgroup | None = None
+        #: the workers that run light sessions' execs and grades (``workers.py``)
+        self.workers = WorkerPool(self.master, self.sock_dir)
+
+    @property
+    def light(self) -> bool:
+        """Whether this template's sessions (without network) are light (see docs/fast-path.md)."""
+        rt = self.runtime
+        return rt.light_sessions and rt.isolation is Isolation.BWRAP and self.spec.service is None
+
+    # -- bring-up
+    def _launch(self) -> subprocess.Popen[bytes]:
+        """Spawn the host process (synchronously, on the event-loop thread:
+        bwrap's --die-with-parent is tied to the spawning thread)."""
+        rt = self.runtime
+        self.sock_dir.mkdir(parents=True, mode=0o700)
+        os.chmod(self.dir, 0o711)
+        rt.chown(self.sock_dir)
+        isolated = rt.isolation is Isolation.BWRAP
+        fds = bw.FdSet()
+        launch: bw.Launch | None = None
+        try:
+            preexec: Callable[[], None] | None = None
+            if isolated:
+                argv = self._bwrap_argv(fds)
+                launch = bw.launch_preexec(rt.sandbox_uid, self._exposed(), bwrap=rt.bwrap_path)
+                preexec = launch
+            else:
+                argv = self._none_argv()
+                # bwrap has --die-with-parent; the unisolated master must not
+                # outlive a node that crashed either.
+                preexec = _recovery.die_with_parent_preexec()
+            memcg = rt.make_memcg(f"t{self.dir.name}")
+            if memcg is not None:
+                self.memcg = memcg
+                drop = preexec
+
+                def preexec() -> None:
+                    memcg.enter()
+                    if drop is not None:
+                        drop()
+
+            with open(self.dir / "stderr.log", "wb") as err:
+                return subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    pass_fds=fds.fds,
+                    close_fds=True,
+                    start_new_session=True,
+                    env=self._host_env(),
+                    preexec_fn=preexec,
+                )
+        except (OSError, subprocess.SubprocessError) as exc:
+            if not isolated or rt.bwrap_path is None:
+                raise
+            raise RuntimeError_(
+                bw.start_failure(rt.bwrap_path, rt.sandbox_uid, launch, exc)
+            ) from exc
+        finally:
+            fds.close()
+
+    async def start(self) -> None:
+        if len(os.fsencode(self.sock_dir)) + len("/") + _SOCKET_NAME_MAX > _UNIX_PATH_MAX:
+            # connect() would fail with a bare "did not come up" 30 s later
+            raise RuntimeError_(
+                f"state dir {self.runtime.state_dir} is too long for the session sockets "
+                f"inside it (unix socket paths are limited to {_UNIX_PATH_MAX} bytes); "
+                "pass a shorter --state-dir"
+            )
+        self.proc = self._launch()
+        self.runtime.note_host(self.proc.pid)
+        deadline = time.monotonic() + 30.0
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError_(
+                    f"template {self.spec.template_id!r}: sandbox host exited "
+                    f"({self.proc.returncode}): {self._stderr_tail()}"
+                )
+            if self.master_sock.exists():
+                try:
+                    reply, _ = await unix_call(self.master_sock, {"op": "ping"}, timeout=10)
+                    if reply.get("ok"):
+                        return
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+                    pass
+            if time.monotonic() > deadline:
+                await self.stop()
+                raise RuntimeError_(
+                    f"template {self.spec.template_id!r}: sandbox host did not come up: "
+                    f"{self._stderr_tail()}"
+                )
+            await asyncio.sleep(0.005)
+
+    def _stderr_tail(self) -> str:
+        try:
+            return (self.dir / "stderr.log").read_text(errors="replace")[-2000:].strip()
+        except OSError:
+            return "(no stderr)"
+
+    def _host_env(self) -> dict[str, str]:
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+
+    def _config(
+        self,
+        *,
+        layers: list[str],
+        base_env: dict[str, str],
+        sys_path: list[str],
+        none_root: str | None,
+    ) -> str:
+        spec = self.spec
+        cfg: dict[str, Any] = {
+            "isolated": self.runtime.isolation is Isolation.BWRAP,
+            "template_id": spec.template_id,
+            "interpreter": spec.interpreter,
+            "preload": list(DEFAULT_PRELOAD)
+            + [m for m in spec.preload if m not in DEFAULT_PRELOAD],
+            "env": [list(kv) for kv in spec.env],
+            "limits": _limits_dict(self.spec.limits or self.runtime.limits),
+            "layers": layers,
+            "base_env": base_env,
+            "sys_path": sys_path,
+            "none_root": none_root,
+            "warm_modules": warm_modules(spec.interpreter),
+            "light": self.light,  # sessions as records, run in boxes (docs/fast-path.md)
+        }
+        if spec.service is not None:
+            cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
+        return json.dumps(cfg)
+
+    def _exposed(self) -> list[Path]:
+        """Host paths bwrap binds (see :func:`bwrap.launch_preexec`)."""
+        return [
+            python_paths()[1],
+            *numpy_dirs(),
+            SUPERVISOR_DIR,
+            self.sock_dir,
+            *[Path(p) for p in self.spec.layers],
+            *self.runtime.site_dirs,
+            *self.spec.binds,
+        ]
+
+    def _bwrap_argv(self, fds: bw.FdSet) -> list[str]:
+        rt = self.runtime
+        assert rt.bwrap_path is not None
+        exe, prefix = python_paths()
+        argv = [rt.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=False, tls_roots=True)]
+        if not str(prefix).startswith("/usr/"):
+            argv += ["--ro-bind", str(prefix), str(prefix)]
+        for d in numpy_dirs():
+            argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]
+        shared = [f"{SHARED_SITE_DIR}/{i}" for i in range(len(rt.site_dirs))]
+        for src, dest in zip(rt.site_dirs, shared, strict=True):
+            argv += ["--ro-bind", str(src), dest]
+        argv += ["--dir", "/opt/collimate/bin"]
+        argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
+        argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
+        argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/s", "--dir", "/.collimate/empty"]
+        argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
+        argv += ["--bind", str(self.sock_dir), "/.collimate/socks"]
+        lowers: list[str] = []
+        for i, layer in enumerate(self.spec.layers):
+            dest = f"/.collimate/l/{i}"
+            argv += ["--ro-bind", str(layer), dest]
+            lowers.insert(0, dest)
+        if not lowers:
+            lowers = ["/.collimate/empty"]
+        for bind in self.spec.binds:  # a toolchain outside /usr, at its own path
+            argv += ["--ro-bind", str(bind), str(bind)]
+        argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
+        argv += ["--chdir", "/", "--clearenv"]
+        argv += ["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            argv += ["--setenv", var, "1"]  # a preloaded numpy must not start threads
+        base_env = {
+            "PATH": search_path("/opt/collimate/bin", self.spec.path),
+            "HOME": "/sandbox",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
+            "PYTHONPATH": ":".join(["/opt/collimate/site", *shared]),
+            "PYTHONUSERBASE": "/sandbox/.local",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        cfg = self._config(
+            layers=lowers,
+            base_env=base_env,
+            sys_path=["/opt/collimate/site", *shared],
+            none_root=None,
+        )
+        argv += [
+            str(exe),
+            "-I",
+            "-S",
+            "-B",
+            "/.collimate/sup/supervisor.py",
+            "master",
+            "/.collimate/socks",
+            cfg,
+        ]
+        return argv
+
+    def _none_argv(self) -> list[str]:
+        exe, _ = python_paths()
+        bindir = self.dir / "bin"
+        bindir.mkdir()
+        for name in ("python3", "python"):
+            (bindir / name).symlink_to(exe)
+        none_root = self.dir / "sessions"
+        none_root.mkdir()
+        site = [str(d.parent) for d in numpy_dirs()[:1]]
+        base_env = {
+            "PATH": search_path(str(bindir), self.spec.path),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        if site:
+            base_env["PYTHONPATH"] = site[0]
+        layers = [str(Path(p).resolve()) for p in reversed(self.spec.layers)]
+        cfg = self._config(
+            layers=layers, base_env=base_env, sys_path=site, none_root=str(none_root)
+        )
+        return [str(exe), "-I", "-S", "-B", str(SUPERVISOR), "master", str(self.sock_dir), cfg]
+
+    @property
+    def running(self) -> bool:
+        """Whether the template's container is up."""
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- master requests
+    async def master(self, header: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError_(
+                f"template {self.spec.template_id!r}: sandbox host is not running: "
+                f"{self._stderr_tail()}"
+            )
+        try:
+            reply, _ = await unix_call(self.master_sock, header, timeout=timeout)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            raise RuntimeError_(
+                f"template {self.spec.template_id!r}: master unreachable: {exc!r}"
+            ) from exc
+        return reply
+
+    async def new_sessions(
+        self,
+        header: dict[str, Any],
+        ids: Sequence[str],
+        depth: int,
+        *,
+        template_id: str | None = None,
+        networked: bool = False,
+        light_parent: bool = False,
+    ) -> list[LocalSession]:
+        reply = await self.master(header)
+        if not reply.get("ok"):
+            if reply.get("lost"):
+                raise SessionLost(str(reply.get("error")))
+            if reply.get("busy"):
+                raise SessionBusy(str(reply.get("error")))
+            raise RuntimeError_(f"session bring-up failed: {reply.get('error')}")
+        keys = [str(k) for k in reply["keys"]]
+        light = bool(reply.get("light")) or (header.get("op") == "fork" and light_parent)
+        out = []
+        for sid, key in zip(ids, keys, strict=True):
+            sess = LocalSession(
+                self, sid, key, depth, template_id=template_id, networked=networked, light=light
+            )
+            self.sessions[key] = sess
+            out.append(sess)
+        if self.spec.service is not None:
+            try:
+                await asyncio.gather(*(sess.start_service(self.spec.service) for sess in out))
+            except BaseException:
+                await asyncio.gather(*(sess.close() for sess in out), return_exceptions=True)
+                raise
+        return out
+
+    async def kill(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.sessions.pop(key, None)
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(RuntimeError_):
+            await self.master({"op": "kill", "keys": list(keys)})
+
+    async def stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None and self.runtime.isolation is Isolation.NONE:
+            with contextlib.suppress(RuntimeError_):
+                await self.master({"op": "killall"}, timeout=30)
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+            for _ in range(2000):
+                if proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.005)
+        await self.workers.close()
+        for sess in list(self.sessions.values()):
+            sess._closed = True
+            await sess.close_bridges()
+        self.sessions.clear()
+        self.proc = None
+        if self.memcg is not None:
+            await self.memcg.remove()
+            self.memcg = None
