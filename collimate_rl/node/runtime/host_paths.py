@@ -17,6 +17,7 @@ __all__ = [
     "python_paths",
     "search_path",
     "site_dirs",
+    "supervisor_argv",
 ]
 
 SUPERVISOR_DIR = Path(__file__).resolve().parent / "_sandbox"
@@ -67,3 +68,15 @@ def search_path(python_bin: str, extra: Sequence[str]) -> str:
 
 #: Where shared site-packages appear inside a sandbox (``/opt/collimate/venv/<i>``).
 SHARED_SITE_DIR = "/opt/collimate/venv"
+
+
+def supervisor_argv(python_bin: str, role: str, *args: str) -> list[str]:
+    """The command that runs the shipped supervisor as ``role`` inside a container.
+
+    Isolated mode (``-I``), no site (``-S``), no bytecode written (``-B``): the
+    sandbox's interpreter sees only what the supervisor puts on its path.
+
+    >>> supervisor_argv("/usr/bin/python3", "master", "/.collimate/socks", "{}")[1:]
+    ['-I', '-S', '-B', '/.collimate/sup/supervisor.py', 'master', '/.collimate/socks', '{}']
+    """
+    return [python_bin, "-I", "-S", "-B", "/.collimate/sup/supervisor.py", role, *args]

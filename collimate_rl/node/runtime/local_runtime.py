@@ -34,7 +34,14 @@ from .base import (
     SessionHandle,
     TemplateSpec,
 )
-from .host_paths import SUPERVISOR_DIR, numpy_dirs, python_paths, search_path, site_dirs
+from .host_paths import (
+    SUPERVISOR_DIR,
+    numpy_dirs,
+    python_paths,
+    search_path,
+    site_dirs,
+    supervisor_argv,
+)
 from .languages import LanguageTemplates
 from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
@@ -407,15 +414,7 @@ class LocalRuntime:
                 },
             }
             argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]
-            argv += [
-                str(exe),
-                "-I",
-                "-S",
-                "-B",
-                "/.collimate/sup/supervisor.py",
-                "bake",
-                json.dumps(cfg),
-            ]
+            argv += supervisor_argv(str(exe), "bake", json.dumps(cfg))
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=subprocess.DEVNULL,

@@ -28,6 +28,7 @@ from .host_paths import (
     numpy_dirs,
     python_paths,
     search_path,
+    supervisor_argv,
 )
 from .local_session import LocalSession
 from .memcg import MemoryCgroup
@@ -308,16 +309,7 @@ class TemplateHost:
             sys_path=["/opt/collimate/site", *shared],
             none_root=None,
         )
-        argv += [
-            str(exe),
-            "-I",
-            "-S",
-            "-B",
-            "/.collimate/sup/supervisor.py",
-            "master",
-            "/.collimate/socks",
-            cfg,
-        ]
+        argv += supervisor_argv(str(exe), "master", "/.collimate/socks", cfg)
         return argv
 
     def _none_argv(self) -> list[str]:
