@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 
 def log_exception(what: str) -> None:
@@ -102,9 +104,9 @@ def fork_until_ready(child: Callable[[int], object], what: str) -> int:
     """Fork a helper process and wait until it says ``ok`` on its ready pipe; its pid.
 
     ``child(ready_w)`` runs in the new process and must never return (it ends
-    with ``os._exit``). Anything else on the pipe, or the pipe closing, means
-    the helper failed to come up: it is killed and reaped, and ``OSError``
-    names ``what`` and the helper's own words.
+    with ``os._exit``; a failed set-up with :func:`say_start_failed`). Anything
+    else on the pipe, or the pipe closing, means the helper did not come up: it
+    is killed and reaped, and ``OSError`` names ``what`` and the helper's words.
     """
     ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
@@ -123,5 +125,12 @@ def fork_until_ready(child: Callable[[int], object], what: str) -> int:
             os.waitpid(pid, 0)
         except OSError:
             pass
-        raise OSError(f"{what} failed: {reply.decode(errors='replace') or 'died'}")
+        raise OSError(f"{what} did not start: {reply.decode(errors='replace') or 'it died'}")
     return pid
+
+
+def say_start_failed(ready_w: int, exc: BaseException) -> NoReturn:  # pragma: no cover - a helper
+    """A helper of :func:`fork_until_ready` that could not set itself up: say why, and exit."""
+    with contextlib.suppress(BaseException):
+        os.write(ready_w, f"{type(exc).__name__}: {exc}".encode())
+    os._exit(1)

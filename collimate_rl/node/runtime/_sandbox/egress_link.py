@@ -5,14 +5,13 @@ started after the factory F and before the server reads any request; a
 session whose R does not come up fails its bring-up.
 """
 
-# ruff: noqa: SIM105
 from __future__ import annotations
 
 import os
 import signal
 from typing import Any
 
-from .common import close_other_fds, fork_until_ready
+from .common import close_other_fds, fork_until_ready, say_start_failed
 from .egress_relay import EgressRelay, bind_relay_listeners, gate_socket_name
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .relay import loopback_up
@@ -67,11 +66,7 @@ class EgressLink:
             os.write(ready_w, b"ok")
             os.close(ready_w)
         except BaseException as exc:
-            try:
-                os.write(ready_w, f"{type(exc).__name__}: {exc}".encode())
-            except BaseException:
-                pass
-            os._exit(1)
+            say_start_failed(ready_w, exc)
         try:
             relay.run()
         finally:

@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from . import service as svc
-from .common import close_other_fds, fork_until_ready
+from .common import close_other_fds, fork_until_ready, say_start_failed
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .relay import loopback_up
 from .seccomp import load_seccomp
@@ -104,11 +104,7 @@ class ServiceLink:
             os.write(ready_w, b"ok")
             os.close(ready_w)
         except BaseException as exc:
-            try:
-                os.write(ready_w, f"{type(exc).__name__}: {exc}".encode())
-            except BaseException:
-                pass
-            os._exit(1)
+            say_start_failed(ready_w, exc)
         try:
             keeper.run()
         finally:

@@ -25,7 +25,6 @@ exec in the session has (nothing ran: send it as an exec).
 The worker exits when the host hangs up or its master connection closes.
 """
 
-# ruff: noqa: SIM105
 from __future__ import annotations
 
 import json
@@ -35,7 +34,7 @@ import socket
 import sys
 from typing import Any
 
-from .common import close_other_fds, log_exception
+from .common import close_other_fds, fork_until_ready, log_exception, say_start_failed
 from .framing import recv_msg, send_msg
 from .hardening import hide_internals_and_drop_capabilities
 from .seccomp import build_seccomp_filter, load_seccomp
@@ -106,25 +105,18 @@ def start_worker(
     Returns once the worker listens (hardened) on ``<sock_dir>/w<wid>.sock``.
     """
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the worker
-        os.close(ready_r)
+
+    def worker(ready_w: int) -> None:  # pragma: no cover - the worker
         ours.detach()
         _worker_main(cfg, sock_dir, wid, cap_last, theirs, ready_w)
-    os.close(ready_w)
-    theirs.close()
+
     try:
-        said = os.read(ready_r, 4096)
-    finally:
-        os.close(ready_r)
-    if said != b"ok":
+        pid = fork_until_ready(worker, "worker")
+    except OSError:
         ours.close()
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        raise OSError(f"worker did not start: {said.decode(errors='replace') or 'it died'}")
+        raise
+    finally:
+        theirs.close()
     return pid, ours
 
 
@@ -157,11 +149,7 @@ def _worker_main(
         os.write(ready_w, b"ok")
         os.close(ready_w)
     except BaseException as exc:
-        try:
-            os.write(ready_w, f"{type(exc).__name__}: {exc}".encode())
-        except BaseException:
-            pass
-        os._exit(1)
+        say_start_failed(ready_w, exc)
     try:
         conn, _ = listener.accept()
         listener.close()
