@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 
-from collimate_rl.node.runtime import ExecSpec, LocalSession
+from collimate_rl.node.runtime import ExecSpec, LocalSession, create_runtime
 
-from .conftest import run, seed
+from .conftest import SANDBOX_UID, TEST_LIMITS, run, seed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
@@ -152,3 +153,67 @@ async def test_cancelled_exec_is_killed(sess: LocalSession) -> None:
     await asyncio.sleep(1.0)
     out = await run(sess, command="ls late.txt 2>&1; ls /proc | grep -c '^[0-9]'")
     assert b"No such file" in out.output
+
+
+def _process_state(output: bytes) -> dict[str, str]:
+    """What ``_STATE`` printed: the fields of ``/proc/self/status`` an exec's process starts
+    with, and its open fds."""
+    lines = output.decode().splitlines()
+    state = {k: v.strip() for k, v in (line.split(":", 1) for line in lines if ":" in line)}
+    state["fds"] = " ".join(line for line in lines if line.isdigit())
+    # signals 1..31 (32 and up are the C library's own, set up before any exec)
+    state["SigIgn"] = f"{int(state['SigIgn'], 16) & 0x7FFFFFFF:08x}"
+    return {k: v for k, v in state.items() if k in _expected_state()}
+
+
+# Each runs as the exec's own process (argv lists: no shell in between).
+_STATE = (("cat", "/proc/self/status"), ("ls", "/proc/self/fd"))
+#: Whether a program of an argv list is the init's own child (spawned) or its exec's (forked).
+_PARENT = ("sh", "-c", 'read -r pid comm state ppid rest < /proc/$$/stat; echo "ppid $ppid"')
+#: A shell command's shell leads its own session (field 6 of its stat is its pid).
+_SESSION = 'read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; [ "$sid" = "$pid" ]'
+
+
+def _expected_state() -> dict[str, str]:
+    zero = "0000000000000000"
+    return {
+        **dict.fromkeys(("SigBlk", "CapEff", "CapPrm", "CapBnd"), zero),
+        "SigIgn": "00000000",
+        "NoNewPrivs": "1",
+        "Seccomp": "2",
+        "fds": "0 1 2 3",  # stdin, the output twice, and ls's own directory
+    }
+
+
+async def test_a_spawned_program_starts_like_a_forked_exec(sess: LocalSession) -> None:
+    # A light session's exec box spawns programs (no fork of the warm image): stdin on
+    # /dev/null, default signals, its own session, no capability, nothing else inherited.
+    out = await run(sess, commands=(*_STATE, _PARENT))
+    assert out.exit_code == 0, out.output
+    assert _process_state(out.output) == _expected_state()
+    assert out.output.endswith(b"ppid 1\n")
+    assert (await run(sess, command=_SESSION)).exit_code == 0
+    probe = await run(sess, command="readlink /proc/self/fd/0; (exit 7)")
+    assert (probe.output, probe.exit_code) == (b"/dev/null\n", 7)
+    assert (await run(sess, command="kill -9 $$")).exit_code == -9
+    for argv, code in ((("sh", "-c", "kill -9 $$"),), 137), ((("no-such-program-xyz",),), 127):
+        assert (await run(sess, commands=argv)).exit_code == code  # as a shell reports them
+
+
+async def test_an_exec_the_init_cannot_spawn_is_forked_the_same(require_bwrap: None) -> None:
+    # An address-space limit below the init's own size: the init forks the exec instead.
+    limits = dataclasses.replace(TEST_LIMITS, address_space_bytes=32 << 20)
+    rt = create_runtime("bwrap", limits=limits, sandbox_uid=SANDBOX_UID + 8)
+    await rt.start()
+    try:
+        s = await rt.create_session("python3", "t-tight")
+        out = await run(s, commands=(*_STATE, _PARENT))
+        assert out.exit_code == 0, out.output
+        assert _process_state(out.output) == _expected_state()
+        assert not out.output.endswith(b"ppid 1\n")  # a forked exec ran it
+        assert (await run(s, command=_SESSION)).exit_code == 0
+        out = await run(s, command="head -c 100000000 /dev/zero | wc -c")
+        assert out.output == b"100000000\n"
+        await s.close()
+    finally:
+        await rt.close()

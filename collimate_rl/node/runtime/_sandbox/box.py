@@ -15,11 +15,14 @@ seccomp filter. Then, by role:
   runs it as ``__main__``. One process: the candidate is pid 1 (when it exits
   the kernel kills whatever it left).
 * ``exec``: the descriptors become fds 0..4: the job pipe, the merged output
-  (twice: stdout and stderr), the seed acknowledgement and the status pipe. pid 1 stays a small init: it reads the
-  job (the same frame a session server gets), forks the exec process (which
-  runs the job as an exec child does, ``exec_child.run_job``), reaps it, kills
-  and reaps every leftover (as a session server's sweep), writes the exec's
-  wait status to the status pipe and exits. The init is non-dumpable: the exec cannot read its memory.
+  (twice: stdout and stderr), the seed acknowledgement and the status pipe. pid 1
+  stays a small non-dumpable init (the exec cannot read its memory): it reads the job
+  (the same frame a session server gets) and runs it in a process of its own, a fork
+  of itself for Python code (which runs in this warm interpreter, as an exec child
+  runs it: ``exec_child.run_job``), a spawned program for a shell command, argv lists
+  or another interpreter (``spawned_job.py``: no copy of the warm image). Then it
+  reaps it, kills and reaps every leftover (as a session server's sweep), writes the
+  exec's wait status to the status pipe and exits.
 
 A candidate box that fails before it is ready writes ``error ...`` to the
 ready pipe and exits: the master answers the spawn with an error (an
@@ -36,7 +39,7 @@ import os
 import signal
 from typing import Any
 
-from .common import log_exception, replace_environ
+from .common import log_exception, reap_until, replace_environ
 from .exec_child import ExecJob, run_job
 from .factory import run_main
 from .framing import read_frame, write_all
@@ -44,6 +47,7 @@ from .hardening import apply_limits, drop_all_capabilities
 from .layout import INTERNAL_DIR, SANDBOX_DIR, ZYGOTE_ENV
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
+from .spawned_job import run_spawned, spawnable
 from .syscalls import (
     MS_NODEV,
     MS_NOEXEC,
@@ -185,9 +189,20 @@ def _run_candidate() -> None:  # pragma: no cover - in the box
 
 
 def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
-    """pid 1 of an exec box: read the job, fork the exec, reap, report its status, exit."""
+    """pid 1 of an exec box: read the job, run it, reap, report its status, exit."""
     header, payload = read_frame(0)
     job = ExecJob(header, payload)
+    status = run_spawned(spec, job) if spawnable(spec, job) else _fork_job(spec, job)
+    _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
+    write_all(4, str(status).encode())
+    os._exit(0)
+
+
+def _fork_job(spec: BoxSpec, job: ExecJob) -> int:  # pragma: no cover - in the box
+    """Run ``job`` in a fork of this warm interpreter (Python code runs in it); its wait status.
+
+    Closes fds 0..3 (the job pipe, the output, the seed pipe) once the fork has them.
+    """
     devnull = os.open(os.devnull, os.O_RDWR)
     pid = os.fork()
     if pid == 0:
@@ -206,10 +221,7 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     os.close(devnull)
     for fd in (0, 1, 2, 3):
         os.close(fd)
-    status = _reap_until(pid)
-    _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
-    write_all(4, str(status).encode())
-    os._exit(0)
+    return reap_until(pid)
 
 
 def _sweep() -> None:  # pragma: no cover - in the box
@@ -225,16 +237,3 @@ def _sweep() -> None:  # pragma: no cover - in the box
             return
         except InterruptedError:
             continue
-
-
-def _reap_until(pid: int) -> int:  # pragma: no cover - in the box
-    """Reap children (orphans come to pid 1) until ``pid`` exits; its wait status."""
-    while True:
-        try:
-            got, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return 1 << 8
-        except InterruptedError:
-            continue
-        if got == pid:
-            return status

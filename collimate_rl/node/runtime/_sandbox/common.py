@@ -72,6 +72,19 @@ def replace_environ(env: dict[str, str]) -> None:
             os.environ[key] = value
 
 
+def reap_until(pid: int) -> int:  # pragma: no cover - pid 1 of a box
+    """Reap children (orphans come to a pid 1) until ``pid`` exits; its wait status."""
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1 << 8
+        except InterruptedError:
+            continue
+        if got == pid:
+            return status
+
+
 def b36(n: int) -> str:
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""

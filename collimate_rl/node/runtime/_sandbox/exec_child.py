@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .common import replace_environ
@@ -76,14 +77,29 @@ def _run_argv(argv: list[str], env: dict[str, str]) -> int:
     if pid == 0:
         try:
             os.execvpe(argv[0], argv, env)
-        except FileNotFoundError:
-            write_all(2, f"{argv[0]}: command not found\n".encode())
-            os._exit(127)
         except BaseException as exc:
-            write_all(2, f"{argv[0]}: {exc}\n".encode())
-            os._exit(126)
+            os._exit(argv_failed(argv[0], exc))
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
+
+
+def argv_failed(name: str, exc: BaseException) -> int:
+    """Say why ``name`` could not start, on the exec's stderr; the shell's exit code for it."""
+    if isinstance(exc, FileNotFoundError):
+        write_all(2, f"{name}: command not found\n".encode())
+        return 127
+    write_all(2, f"{name}: {exc}\n".encode())
+    return 126
+
+
+def commands_exit_code(exit_codes: Iterable[int]) -> int:
+    """Run argv lists in turn (``exit_codes`` yields each one's ``waitstatus_to_exitcode``,
+    lazily) until one fails; the exit code of the exec that ran them."""
+    rc = 0
+    for rc in exit_codes:
+        if rc != 0:
+            break
+    return rc & 0xFF if rc >= 0 else 128 - rc
 
 
 class ExecJob:
@@ -172,6 +188,54 @@ def _setup_failed(exc: BaseException) -> None:  # pragma: no cover - in a child
     os._exit(126)
 
 
+def prepare_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> dict[str, str]:
+    """Apply the exec's rlimits, umask and cwd, write its files byte-exact; its environment.
+
+    Runs in the process that will run the job (or, for a spawned job, in its parent: see
+    ``spawned_job.py``), already hardened.
+    """
+    cfg = ctx.cfg
+    sandbox = ctx.sandbox_dir
+    apply_limits(cfg["limits"])
+    os.umask(0o022)
+    os.chdir(sandbox)
+    for path, data in job.files:
+        full = path if os.path.isabs(path) else os.path.join(sandbox, path)
+        parent = os.path.dirname(full)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        del data
+    job.drop_payload()  # defense in depth only: freed memory is not zeroed
+    env = dict(ctx.base_env)
+    env.update({k: v for k, v in cfg.get("env") or []})
+    env.update({k: v for k, v in job.env})
+    env["COLLIMATE_SEED"] = job.seed
+    if has_factory:
+        env[ZYGOTE_ENV] = str(ZYGOTE_FD)
+    return env
+
+
+def write_code_file(ctx: JobContext, job: ExecJob, env: dict[str, str]) -> str:
+    """Write the exec's ``code`` where its interpreter reads it (named in ``env``); the path."""
+    # (pids repeat across boxes of one session: every box has its own pid namespace)
+    code_path = os.path.join(ctx.tmp_dir, f"colcode_{os.getpid()}_{os.urandom(6).hex()}.py")
+    with open(code_path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(job.code or "")
+    env["COLLIMATE_CODE_FILE"] = code_path
+    return code_path
+
+
+def acknowledge_seed(seed: str) -> None:
+    """Tell the node the exec was seeded (fd 3), then close the pipe: the exec never sees it."""
+    write_all(3, seed.encode())
+    os.close(3)
+
+
 def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  # pragma: no cover
     """In a hardened child with its stdio and the seed pipe (fd 3) in place: run ``job``.
 
@@ -181,66 +245,28 @@ def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  
     """
     rc = 126
     try:
-        cfg = ctx.cfg
-        sandbox = ctx.sandbox_dir
-        apply_limits(cfg["limits"])
-        os.umask(0o022)
-        os.chdir(sandbox)
-        for path, data in job.files:
-            full = path if os.path.isabs(path) else os.path.join(sandbox, path)
-            parent = os.path.dirname(full)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                write_all(fd, data)
-            finally:
-                os.close(fd)
-            del data
-        job.drop_payload()  # defense in depth only: freed memory is not zeroed
-        env = dict(ctx.base_env)
-        env.update({k: v for k, v in cfg.get("env") or []})
-        env.update({k: v for k, v in job.env})
-        env["COLLIMATE_SEED"] = job.seed
-        if has_factory:
-            env[ZYGOTE_ENV] = str(ZYGOTE_FD)
+        env = prepare_job(ctx, job, has_factory)
         if job.command is not None:
             replace_environ(env)
-            write_all(3, job.seed.encode())
-            os.close(3)
+            acknowledge_seed(job.seed)
             os.execve("/bin/sh", ["sh", "-c", job.command], env)
         if job.commands is not None:
             replace_environ(env)
-            write_all(3, job.seed.encode())
-            os.close(3)
-            rc = 0
-            for argv in job.commands:
-                if not argv:
-                    continue
-                rc = _run_argv(list(argv), env)
-                if rc != 0:
-                    break
-            os._exit(rc & 0xFF if rc >= 0 else 128 - rc)
-        code = job.code or ""
-        # (pids repeat across boxes of one session: every box has its own pid namespace)
-        code_path = os.path.join(ctx.tmp_dir, f"colcode_{os.getpid()}_{os.urandom(6).hex()}.py")
-        with open(code_path, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            fh.write(code)
-        env["COLLIMATE_CODE_FILE"] = code_path
+            acknowledge_seed(job.seed)
+            os._exit(commands_exit_code(_run_argv(list(a), env) for a in job.commands if a))
+        code_path = write_code_file(ctx, job, env)
         replace_environ(env)
-        interp = cfg.get("interpreter", "python3")
+        interp = ctx.cfg.get("interpreter", "python3")
         if interp == "python3":
             apply_python_seed(job.seed)
-            write_all(3, job.seed.encode())
-            os.close(3)
-            rc = _run_code_inprocess(code_path, env, sandbox)
+            acknowledge_seed(job.seed)
+            rc = _run_code_inprocess(code_path, env, ctx.sandbox_dir)
             try:
                 os.unlink(code_path)
             except OSError:
                 pass
             os._exit(rc)
-        write_all(3, job.seed.encode())
-        os.close(3)
+        acknowledge_seed(job.seed)
         os.execvpe(interp, [interp, code_path], env)
     except BaseException as exc:
         try:

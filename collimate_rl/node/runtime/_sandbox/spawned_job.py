@@ -1,0 +1,128 @@
+"""An exec box's job that runs no Python here: spawned, without a copy of the warm image.
+
+An exec box's init (``box.py``) forks the exec process from the warm interpreter it is
+when the exec runs Python code in it. A shell command, argv lists, or a program for another
+interpreter replace that process with a new program at once, so copying the warm image's
+page tables for it (and tearing them down again at its ``execve``) is wasted work, about a
+third of a no-op shell exec. Here the init does what the exec child would before its
+``execve`` (rlimits, umask, cwd, files, environment, seed acknowledgement: ``exec_child``'s
+``prepare_job``) and starts the program with ``posix_spawn`` (glibc: ``clone(CLONE_VM |
+CLONE_VFORK)`` + ``execve``, allowed by the seccomp filter) as a new session with default
+signal dispositions, stdin on ``/dev/null``, stdout and stderr on the exec's output, and no
+other descriptor: what the exec process of a forked child gets.
+
+Two limits decide, before anything runs, that a job is forked as before instead: the init
+takes the exec's rlimits itself, and glibc maps a small stack for the spawn, so an address
+space limit close to the init's own size, or a one-process limit, would refuse it.
+
+>>> from collimate_rl.node.runtime._sandbox.exec_child import ExecJob
+>>> class Ctx:
+...     cfg = {"limits": {"processes": 64, "address_space_bytes": 4 << 30}}
+>>> job = ExecJob({"seed": "0", "timeout": 1, "command": ":"}, b"")
+>>> spawnable(Ctx(), job, mapped_bytes=100 << 20)
+True
+>>> spawnable(Ctx(), ExecJob({"seed": "0", "timeout": 1, "code": "pass"}, b""), 100 << 20)
+False
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import TYPE_CHECKING
+
+from .common import reap_until
+from .exec_child import (
+    ExecJob,
+    JobContext,
+    acknowledge_seed,
+    argv_failed,
+    commands_exit_code,
+    prepare_job,
+    write_code_file,
+)
+from .framing import write_all
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: What the init may still map after taking the exec's address space limit (the spawn's
+#: stack, the interpreter's own small allocations), with room to spare.
+_HEADROOM = 16 << 20
+#: Dispositions a fresh process has; Python ignores SIGPIPE and SIGXFSZ, and ignored
+#: signals stay ignored across ``execve``.
+_DEFAULT_SIGNALS = (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def spawnable(ctx: JobContext, job: ExecJob, mapped_bytes: int | None = None) -> bool:
+    """Whether ``job`` replaces its process with another program and its limits let the
+    init spawn it (``mapped_bytes``: the init's address space, read from ``/proc``)."""
+    if job.code is not None and ctx.cfg.get("interpreter", "python3") == "python3":
+        return False
+    limits = ctx.cfg["limits"]
+    if mapped_bytes is None:
+        mapped_bytes = _mapped_bytes()
+    return bool(limits["processes"] >= 2 and limits["address_space_bytes"] > mapped_bytes + _HEADROOM)
+
+
+def run_spawned(ctx: JobContext, job: ExecJob) -> int:  # pragma: no cover - in an exec box
+    """Run ``job`` as spawned processes; the wait status of the exec, as ``waitpid`` gives it.
+
+    Closes fds 0..3 (the job pipe, the output, the seed pipe) before it returns.
+    """
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.set_inheritable(4, False)  # the status pipe stays the init's
+    try:
+        try:
+            env = prepare_job(ctx, job)
+            if job.command is None and job.commands is None:
+                code_path = write_code_file(ctx, job, env)
+            acknowledge_seed(job.seed)
+        except BaseException as exc:
+            os.close(3)
+            write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
+            return 126 << 8
+        if job.command is not None:
+            return _spawn_and_wait("/bin/sh", ["sh", "-c", job.command], env, devnull)
+        if job.commands is not None:
+            codes = _exit_codes(job.commands, env, devnull)
+            return commands_exit_code(codes) << 8
+        interp = ctx.cfg.get("interpreter", "python3")
+        return _spawn_and_wait(interp, [interp, code_path], env, devnull, search=True)
+    finally:
+        for fd in (devnull, 0, 1, 2):
+            os.close(fd)
+
+
+def _exit_codes(
+    commands: list[list[str]], env: dict[str, str], devnull: int
+) -> Iterator[int]:  # pragma: no cover - in an exec box
+    for argv in commands:
+        if argv:
+            status = _spawn_and_wait(argv[0], list(argv), env, devnull, search=True)
+            yield os.waitstatus_to_exitcode(status)
+
+
+def _spawn_and_wait(
+    path: str, argv: list[str], env: dict[str, str], devnull: int, search: bool = False
+) -> int:  # pragma: no cover - in an exec box
+    """Spawn ``argv`` as the exec's process and reap it (orphans come to us, pid 1, too)."""
+    spawn = os.posix_spawnp if search else os.posix_spawn
+    try:
+        pid = spawn(
+            path,
+            argv,
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0)],
+            setsid=True,
+            setsigmask=(),
+            setsigdef=_DEFAULT_SIGNALS,
+        )
+    except OSError as exc:
+        return argv_failed(argv[0], exc) << 8
+    return reap_until(pid)
+
+
+def _mapped_bytes() -> int:  # pragma: no cover - in an exec box
+    with open("/proc/self/statm", "rb") as fh:
+        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
