@@ -207,6 +207,7 @@ async def test_an_exec_the_init_cannot_spawn_is_forked_the_same(require_bwrap: N
     await rt.start()
     try:
         s = await rt.create_session("python3", "t-tight")
+        assert isinstance(s, LocalSession)
         out = await run(s, commands=(*_STATE, _PARENT))
         assert out.exit_code == 0, out.output
         assert _process_state(out.output) == _expected_state()

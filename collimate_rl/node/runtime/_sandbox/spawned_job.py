@@ -62,7 +62,9 @@ def spawnable(ctx: JobContext, job: ExecJob, mapped_bytes: int | None = None) ->
     limits = ctx.cfg["limits"]
     if mapped_bytes is None:
         mapped_bytes = _mapped_bytes()
-    return bool(limits["processes"] >= 2 and limits["address_space_bytes"] > mapped_bytes + _HEADROOM)
+    return bool(
+        limits["processes"] >= 2 and limits["address_space_bytes"] > mapped_bytes + _HEADROOM
+    )
 
 
 def run_spawned(ctx: JobContext, job: ExecJob) -> int:  # pragma: no cover - in an exec box
