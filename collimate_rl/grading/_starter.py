@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import textwrap
 
 from collimate_rl.grading._pysource import compiles, describe, parse
@@ -73,6 +74,7 @@ def join_starter(starter_code: str, candidate: str, entry: str) -> JoinedProgram
     return JoinedProgram(source, "", helpers)
 
 
+@functools.lru_cache(maxsize=1024)  # a task's, once per task: its group members share it
 def starter_helpers(starter_code: str, entry: str) -> str:
     """``starter_code`` without its stub of ``entry``: imports, helpers, constants.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,11 +35,12 @@ def _defined_names(source: str) -> set[str]:
     return names
 
 
-def _referenced_names(code: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)  # a task's tests, once per task, not per group member
+def _referenced_names(code: str) -> frozenset[str]:
     tree = parse(code)
     if tree is None:
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        return frozenset()
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
 
 
 @dataclasses.dataclass(frozen=True)
