@@ -34,6 +34,7 @@ reports as an infrastructure failure, never as the exec's exit status.
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import os
 import signal
@@ -97,8 +98,8 @@ def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned bo
     try:
         set_name(f"col-{spec.role}")
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
+            _signal.signal(sig, _signal.SIG_DFL)  # (not signal.signal: its enums cost pages)
+        _signal.set_wakeup_fd(-1)
         os.setsid()
         ready = _harden(spec)
         if spec.role == "candidate":
@@ -158,9 +159,9 @@ def _prepare_candidate(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     """As the factory's spawned processes: limits, cwd, env, seed (``factory_link``)."""
     for target in range(len(spec.fds)):
         os.set_inheritable(target, True)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as a fresh interpreter has them
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(signal.SIGPIPE, _signal.SIG_IGN)  # as a fresh interpreter has them
+    _signal.signal(signal.SIGXFSZ, _signal.SIG_IGN)
+    _signal.signal(signal.SIGINT, _signal.default_int_handler)
     apply_limits(spec.cfg["limits"])
     os.umask(0o022)
     os.chdir(SANDBOX_DIR)
@@ -195,6 +196,7 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     status = run_spawned(spec, job) if spawnable(spec, job) else _fork_job(spec, job)
     _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
     write_all(4, str(status).encode())
+    os.close(4)  # the worker replies now, not once our address space is torn down
     os._exit(0)
 
 
@@ -213,7 +215,7 @@ def _fork_job(spec: BoxSpec, job: ExecJob) -> int:  # pragma: no cover - in the 
             os.closerange(4, 1 << 16)  # the status pipe
             os.set_inheritable(3, False)
             for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
-                signal.signal(sig, signal.SIG_DFL)
+                _signal.signal(sig, _signal.SIG_DFL)
         except BaseException:
             os._exit(126)
         run_job(spec, job)

@@ -148,11 +148,21 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
 
 
 def set_name(name: str) -> None:
-    """Name this thread (``comm``, as ``ps`` and ``perf`` show it; 15 bytes)."""
-    import ctypes
+    """Name this thread (``comm``, as ``ps`` and ``perf`` show it; 15 bytes).
 
-    buf = ctypes.create_string_buffer(name.encode()[:15])
-    libc().prctl(PR_SET_NAME, ctypes.addressof(buf), 0, 0, 0)
+    Through ``/proc`` when it can: in a fresh fork (every box) a first ``ctypes`` call
+    copies many of the parent's pages (measured: 0.6 ms against 0.04).
+    """
+    data = name.encode()[:15]
+    try:
+        fd = os.open("/proc/thread-self/comm", os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    except OSError:  # no /proc here
+        buf = ctypes.create_string_buffer(data)
+        libc().prctl(PR_SET_NAME, ctypes.addressof(buf), 0, 0, 0)
 
 
 def cap_last() -> int:
