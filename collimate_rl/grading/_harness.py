@@ -168,6 +168,12 @@ class _Child:
         pending = {"sock": _frame(marshal.dumps(message)), "in": stdin}
         if not stdin:
             self._close_fd("in")
+        try:  # a request fits the socket's buffer: no select round just to send it
+            pending["sock"] = pending["sock"][self.sock.send(pending["sock"][:262144]) :]
+        except BlockingIOError:
+            pass
+        except OSError:
+            return self._died()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             remaining = deadline - time.monotonic()
@@ -239,7 +245,7 @@ class _Child:
         self._drain("out")
         self._drain("err")
         try:
-            message = json.loads(body)
+            message = json.loads(body.decode())  # (str: no encoding sniffing per answer)
             if type(message) is not dict or message.get("id") != self.next_id:
                 raise CodecError("answer out of sequence")
             if message.get("ok") is True:

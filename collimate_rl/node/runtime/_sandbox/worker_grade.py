@@ -20,6 +20,7 @@ says ``timed_out``, as a killed exec's does).
 # ruff: noqa: SIM105
 from __future__ import annotations
 
+import _signal
 import contextlib
 import io
 import json
@@ -32,6 +33,7 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .common import replace_environ
 from .layout import ZYGOTE_ENV
 from .running_exec import format_timeout
 from .seeding import apply_python_seed
@@ -226,11 +228,9 @@ def _grade_state(env: dict[str, str], seed: str, printed: io.StringIO) -> Iterat
     saved_warnings.__enter__()
     saved_limits = (sys.getrecursionlimit(), _int_digits())
     saved_stdio = (sys.stdin, sys.stdout, sys.stderr)
-    saved_alarm = signal.signal(signal.SIGALRM, _on_alarm)
+    saved_alarm = _signal.signal(signal.SIGALRM, _on_alarm)
     saved_umask = os.umask(0o022)
-    os.environ.clear()
-    os.environ.update(env)
-    os.environ.pop(ZYGOTE_ENV, None)
+    replace_environ({k: v for k, v in env.items() if k != ZYGOTE_ENV})
     sys.stdout = sys.stderr = printed
     sys.stdin = io.StringIO()
     apply_python_seed(seed)
@@ -238,10 +238,9 @@ def _grade_state(env: dict[str, str], seed: str, printed: io.StringIO) -> Iterat
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, saved_alarm)
+        _signal.signal(signal.SIGALRM, saved_alarm)
         sys.stdin, sys.stdout, sys.stderr = saved_stdio
-        os.environ.clear()
-        os.environ.update(saved_env)
+        replace_environ(saved_env)
         sys.path[:] = saved_path
         sys.meta_path[:] = saved_meta
         saved_warnings.__exit__(None, None, None)
