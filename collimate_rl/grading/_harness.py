@@ -218,7 +218,7 @@ class _Child:
                     self._drain(key)
             if self.sock.fileno() in rready:
                 try:
-                    chunk = self.sock.recv(1 << 20)
+                    chunk = self.sock.recv(65536)  # (a 1 MiB buffer per answer costs an mmap)
                 except BlockingIOError:
                     chunk = None
                 except OSError:

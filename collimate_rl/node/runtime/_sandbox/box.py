@@ -180,7 +180,7 @@ def _run_candidate() -> None:  # pragma: no cover - in the box
 
     data = bytearray()
     while True:
-        chunk = os.read(0, 1 << 20)
+        chunk = os.read(0, 65536)  # (a few bytes: a larger buffer costs this fresh fork faults)
         if not chunk:
             break
         data += chunk
