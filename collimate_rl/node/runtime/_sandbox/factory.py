@@ -59,7 +59,10 @@ _SEED_HEX = frozenset("0123456789abcdefABCDEF")
 
 def marshal_tag() -> str:
     """Code objects marshal compatibly only within one interpreter build."""
-    return f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+    return _MARSHAL_TAG
+
+
+_MARSHAL_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
 
 
 def load_warm_modules(modules: dict[str, Any] | None) -> None:

@@ -15,7 +15,7 @@ The namespaces belong to the master's user namespace: a box (in a user
 namespace below it) has no capability over them, so it cannot configure them
 (loopback stays down) or reach anything through them.
 
->>> NetPool.is_clean_table("Num       RefCount Protocol Flags    Type St Inode Path\\n")
+>>> NetPool.is_clean_table(b"Num       RefCount Protocol Flags    Type St Inode Path\\n")
 True
 """
 
@@ -72,13 +72,16 @@ class NetPool:
     def _clean(self, fd: int) -> bool:
         with self.home.inside(net=fd):
             try:
-                with open("/proc/thread-self/net/unix", encoding="ascii", errors="replace") as fh:
-                    table = fh.read(1 << 16)
+                table = os.open("/proc/thread-self/net/unix", os.O_RDONLY)
+                try:  # a page: enough to see a second line (plain os calls: this runs per box)
+                    return self.is_clean_table(os.read(table, 4096))
+                finally:
+                    os.close(table)
             except OSError:
                 return False
-        return self.is_clean_table(table)
 
     @staticmethod
-    def is_clean_table(table: str) -> bool:
-        """``/proc/net/unix`` with no socket in it (just its header line)."""
+    def is_clean_table(table: bytes) -> bool:
+        """``/proc/net/unix`` with no socket in it (just its header line).
+        """
         return len(table.splitlines()) <= 1
