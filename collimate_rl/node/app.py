@@ -114,7 +114,8 @@ from collimate_rl.node.runtime.base import Runtime
 __all__ = ["BodyLimitMiddleware", "JsonBodyMiddleware", "create_app"]
 
 
-def _node(request: Request) -> Node:
+async def _node(request: Request) -> Node:
+    # async: FastAPI runs a plain-function dependency in a thread, a hop per request
     node: Node = request.app.state.node
     return node
 
