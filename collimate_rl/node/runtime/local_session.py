@@ -297,6 +297,8 @@ class LocalSession:
         await close_sessions([self])
 
     def _forget_files(self) -> None:
+        if self._light:  # no server socket, service or relay: nothing on disk
+            return
         with contextlib.suppress(OSError):
             self._sock.unlink()
         for suffix in (
