@@ -108,6 +108,7 @@ def main() -> int:
     sock = os.path.join(tmp, "node.sock")
     node = subprocess.Popen(
         [sys.executable, "-m", "collimate_rl.node", "serve", "--socket", sock],
+        cwd=tmp,  # not a checkout's root: with ``-m`` the cwd's package would win over PYTHONPATH
         preexec_fn=lambda: _enter("node", os.getpid()),
     )
     try:

@@ -36,6 +36,15 @@ from collimate_rl.wire.daemon import CollimateClient
 
 __all__ = ["LocalNode"]
 
+
+#: ``python -m collimate_rl.node``, except that the current directory does not come first on
+#: ``sys.path``: a checkout of another version there would run a node whose grading harness
+#: differs from this client's, and every grade would silently take the slow path.
+_RUN_NODE = (
+    "import runpy, sys; sys.path.pop(0); "
+    "runpy.run_module('collimate_rl.node', run_name='__main__', alter_sys=True)"
+)
+
 _LIVE: set[LocalNode] = set()  # strong refs: a forgotten node is still stopped at exit
 _ATEXIT_LOCK = threading.Lock()
 _atexit_registered = False
@@ -163,7 +172,7 @@ class LocalNode:
             return self
         _register_atexit()
         self.workdir = Path(tempfile.mkdtemp(prefix="collimate-node-", dir=self.workdir_root))
-        argv = [sys.executable, "-m", "collimate_rl.node", "serve"]
+        argv = [sys.executable, "-c", _RUN_NODE, "serve"]
         argv += ["--isolation", self.isolation, "--state-dir", str(self.workdir / "state")]
         if self.tcp:
             port = self.port or _free_port(self.host)

@@ -174,6 +174,18 @@ def test_local_node_client(node_kwargs: dict[str, object]) -> None:
         assert _get(client.delete_session(sid), "deleted") is False
 
 
+def test_a_package_in_the_current_directory_does_not_become_the_node(
+    node_kwargs: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another version's checkout in the cwd would otherwise run as the node (``-m`` puts
+    # the cwd first), with a grading harness that differs from this client's.
+    (tmp_path / "collimate_rl").mkdir()
+    (tmp_path / "collimate_rl" / "__init__.py").write_text("raise ImportError('the cwd copy')\n")
+    monkeypatch.chdir(tmp_path)
+    with LocalNode(**node_kwargs) as node:  # type: ignore[arg-type]
+        assert node.client().health()["status"] == "ok"
+
+
 def _get(obj: object, key: str) -> Any:
     return obj[key] if isinstance(obj, dict) else getattr(obj, key)
 

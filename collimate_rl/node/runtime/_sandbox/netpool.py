@@ -82,6 +82,5 @@ class NetPool:
 
     @staticmethod
     def is_clean_table(table: bytes) -> bool:
-        """``/proc/net/unix`` with no socket in it (just its header line).
-        """
+        """``/proc/net/unix`` with no socket in it (just its header line)."""
         return len(table.splitlines()) <= 1
