@@ -85,11 +85,12 @@ def _run_argv(argv: list[str], env: dict[str, str]) -> int:
 
 def argv_failed(name: str, exc: BaseException) -> int:
     """Say why ``name`` could not start, on the exec's stderr; the shell's exit code for it."""
-    if isinstance(exc, FileNotFoundError):
-        write_all(2, f"{name}: command not found\n".encode())
-        return 127
-    write_all(2, f"{name}: {exc}\n".encode())
-    return 126
+    missing = isinstance(exc, FileNotFoundError)
+    try:
+        write_all(2, f"{name}: {'command not found' if missing else exc}\n".encode())
+    except OSError:  # nobody reads the output any more: the code still says it
+        pass
+    return 127 if missing else 126
 
 
 def commands_exit_code(exit_codes: Iterable[int]) -> int:

@@ -27,6 +27,7 @@ False
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from typing import TYPE_CHECKING
@@ -81,8 +82,10 @@ def run_spawned(ctx: JobContext, job: ExecJob) -> int:  # pragma: no cover - in 
                 code_path = write_code_file(ctx, job, env)
             acknowledge_seed(job.seed)
         except BaseException as exc:
-            os.close(3)
-            write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
+            with contextlib.suppress(OSError):  # the seed pipe, unless already closed
+                os.close(3)
+            with contextlib.suppress(OSError):
+                write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
             return 126 << 8
         if job.command is not None:
             return _spawn_and_wait("/bin/sh", ["sh", "-c", job.command], env, devnull)
