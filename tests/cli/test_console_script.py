@@ -19,6 +19,14 @@ from collimate_rl.evaluation import evaluate
 from . import _samples
 
 SCRIPT = Path(sys.executable).parent / "collimate"
+#: Runs the command that follows with SIGINT at its default: a test run started as a shell's
+#: background job ignores SIGINT, and a program that starts so keeps ignoring Ctrl-C.
+_WITH_DEFAULT_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
 
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="the console script is not installed")
 
@@ -114,7 +122,11 @@ def test_eval_interrupted_then_killed_then_resumed(
     ]
 
     first = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        [*_WITH_DEFAULT_SIGINT, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
     )
     _wait_for_rows(out, first, 2)
     first.send_signal(signal.SIGINT)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import time
 
 import pytest
@@ -215,6 +216,30 @@ async def test_an_exec_the_init_cannot_spawn_is_forked_the_same(require_bwrap: N
         assert (await run(s, command=_SESSION)).exit_code == 0
         out = await run(s, command="head -c 100000000 /dev/zero | wc -c")
         assert out.output == b"100000000\n"
+        await s.close()
+    finally:
+        await rt.close()
+
+
+async def test_signals_the_node_was_started_with_ignored_reach_no_exec(
+    require_bwrap: None,
+) -> None:
+    # Under nohup or as a shell's background job the node starts with SIGHUP, SIGINT or
+    # SIGQUIT ignored; an exec must still start with every signal at its default.
+    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+    saved = [signal.signal(sig, signal.SIG_IGN) for sig in ignored]
+    try:
+        rt = create_runtime("bwrap", limits=TEST_LIMITS, sandbox_uid=SANDBOX_UID + 9)
+        await rt.start()
+    finally:
+        for sig, handler in zip(ignored, saved, strict=True):
+            signal.signal(sig, handler)
+    try:
+        s = await rt.create_session("python3", "t-signals")
+        assert isinstance(s, LocalSession)
+        for commands in ((_STATE[0],), (("sh", "-c", "cat /proc/self/status"),)):
+            out = await run(s, commands=commands)
+            assert _process_state(out.output)["SigIgn"] == "00000000", out.output
         await s.close()
     finally:
         await rt.close()

@@ -38,7 +38,20 @@ def load_package() -> str:
     return PACKAGE
 
 
+def default_signals() -> None:
+    """Undo the signals ignored by whoever started the node (``nohup``, a shell's background
+    job): every process of every sandbox would inherit them, and ``kill -HUP`` or Ctrl-C
+    would do nothing to an exec. Python's own ignored SIGPIPE and SIGXFSZ stay."""
+    import signal
+
+    keep = {signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ}
+    for sig in signal.valid_signals():
+        if sig < 32 and sig not in keep and signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def main(argv: list[str]) -> int:
+    default_signals()
     if not argv or argv[0] not in _COMMANDS:
         print(
             "usage: supervisor.py master SOCK_DIR CONFIG_JSON | bake CONFIG_JSON", file=sys.stderr
