@@ -168,12 +168,10 @@ class _Child:
         pending = {"sock": _frame(marshal.dumps(message)), "in": stdin}
         if not stdin:
             self._close_fd("in")
-        try:  # a request fits the socket's buffer: no select round just to send it
-            pending["sock"] = pending["sock"][self.sock.send(pending["sock"][:262144]) :]
-        except BlockingIOError:
-            pass
-        except OSError:
+        rest = self._send_some(pending["sock"])  # it usually fits: no select round to send it
+        if rest is None:
             return self._died()
+        pending["sock"] = rest
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             remaining = deadline - time.monotonic()
@@ -196,13 +194,10 @@ class _Child:
             except InterruptedError:
                 continue
             if self.sock.fileno() in wready:
-                try:
-                    sent = self.sock.send(pending["sock"][:262144])
-                    pending["sock"] = pending["sock"][sent:]
-                except BlockingIOError:
-                    pass
-                except OSError:
+                rest = self._send_some(pending["sock"])
+                if rest is None:
                     return self._died()
+                pending["sock"] = rest
             if self.fds["in"] is not None and self.fds["in"] in wready:
                 try:
                     written = os.write(self.fds["in"], pending["in"][:65536])
@@ -230,6 +225,15 @@ class _Child:
                 reply = self._parse()
                 if reply is not None:
                     return reply
+
+    def _send_some(self, data: bytes) -> bytes | None:
+        """Send what the socket takes now; the rest (``None``: the candidate is gone)."""
+        try:
+            return data[self.sock.send(data[:262144]) :]
+        except BlockingIOError:
+            return data
+        except OSError:
+            return None
 
     def _parse(self) -> Reply | None:
         if len(self.rbuf) < 4:

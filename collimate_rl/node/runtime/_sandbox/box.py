@@ -41,7 +41,7 @@ import signal
 from typing import Any
 
 from .common import log_exception, reap_until, replace_environ
-from .exec_child import ExecJob, run_job
+from .exec_child import EXEC_DEFAULT_SIGNALS, ExecJob, run_job
 from .factory import run_main
 from .framing import read_frame, write_all
 from .hardening import apply_limits, drop_all_capabilities
@@ -214,7 +214,7 @@ def _fork_job(spec: BoxSpec, job: ExecJob) -> int:  # pragma: no cover - in the 
             os.dup2(devnull, 0)
             os.closerange(4, 1 << 16)  # the status pipe
             os.set_inheritable(3, False)
-            for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+            for sig in EXEC_DEFAULT_SIGNALS:
                 _signal.signal(sig, _signal.SIG_DFL)
         except BaseException:
             os._exit(126)

@@ -27,6 +27,10 @@ from .seccomp import load_seccomp
 from .seeding import apply_python_seed
 from .syscalls import PR_SET_PDEATHSIG, prctl
 
+#: Signals an exec process starts with at their default: Python handles SIGINT and ignores
+#: SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across ``execve``.
+EXEC_DEFAULT_SIGNALS = (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)
+
 if TYPE_CHECKING:
     from typing import Protocol
 
@@ -156,7 +160,7 @@ def exec_child(
     """Runs in the forked exec child; never returns."""
     try:
         sock.close()
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGXFSZ):
+        for sig in (*EXEC_DEFAULT_SIGNALS, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         os.setsid()
@@ -182,11 +186,16 @@ def exec_child(
 
 
 def _setup_failed(exc: BaseException) -> None:  # pragma: no cover - in a child
+    say_setup_failed(exc)
+    os._exit(126)
+
+
+def say_setup_failed(exc: BaseException) -> None:
+    """Say on the exec's stderr that its set-up failed (the exec never ran)."""
     try:
         write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
-    except BaseException:
+    except BaseException:  # nobody reads the output any more
         pass
-    os._exit(126)
 
 
 def prepare_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> dict[str, str]:
@@ -270,9 +279,6 @@ def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  
         acknowledge_seed(job.seed)
         os.execvpe(interp, [interp, code_path], env)
     except BaseException as exc:
-        try:
-            write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
-        except BaseException:
-            pass
+        say_setup_failed(exc)
         os._exit(rc)
     os._exit(rc)

@@ -29,20 +29,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from typing import TYPE_CHECKING
 
 from .common import reap_until
 from .exec_child import (
+    EXEC_DEFAULT_SIGNALS,
     ExecJob,
     JobContext,
     acknowledge_seed,
     argv_failed,
     commands_exit_code,
     prepare_job,
+    say_setup_failed,
     write_code_file,
 )
-from .framing import write_all
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 #: What the init may still map after taking the exec's address space limit (the spawn's
 #: stack, the interpreter's own small allocations), with room to spare.
 _HEADROOM = 16 << 20
-#: Dispositions a fresh process has; Python ignores SIGPIPE and SIGXFSZ, and ignored
-#: signals stay ignored across ``execve``.
-_DEFAULT_SIGNALS = (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)
 
 
 def spawnable(ctx: JobContext, job: ExecJob, mapped_bytes: int | None = None) -> bool:
@@ -84,8 +81,7 @@ def run_spawned(ctx: JobContext, job: ExecJob) -> int:  # pragma: no cover - in 
         except BaseException as exc:
             with contextlib.suppress(OSError):  # the seed pipe, unless already closed
                 os.close(3)
-            with contextlib.suppress(OSError):
-                write_all(2, f"collimate: exec setup failed: {exc!r}\n".encode())
+            say_setup_failed(exc)
             return 126 << 8
         if job.command is not None:
             return _spawn_and_wait("/bin/sh", ["sh", "-c", job.command], env, devnull)
@@ -121,7 +117,7 @@ def _spawn_and_wait(
             file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0)],
             setsid=True,
             setsigmask=(),
-            setsigdef=_DEFAULT_SIGNALS,
+            setsigdef=EXEC_DEFAULT_SIGNALS,
         )
     except OSError as exc:
         return argv_failed(argv[0], exc) << 8
