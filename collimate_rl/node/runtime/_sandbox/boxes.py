@@ -1,20 +1,29 @@
-"""The master's side of boxes: spawn requests, the clone, readiness, reaping.
+"""The master's side of boxes: spawn requests, the clone, standby exec boxes, reaping.
 
 A worker (``worker.py``) asks the master for boxes over *box connections*:
 ``SOCK_SEQPACKET`` sockets it hands the master over its control socket, each
 bound to one light session (``{"op": "connect", "session": key}``). Requests
-on a box connection, one datagram each, with the new box's descriptors
-attached (``SCM_RIGHTS``):
+on a box connection, one datagram each:
 
-* ``{"op": "spawn", "seed", "env", "code": "marshal"|"source", "tag"}`` with
-  5 fds: a candidate process, exactly the factory's spawn protocol
-  (``factory.py``), so the harness's own client speaks it unchanged;
-* ``{"op": "exec"}`` with 5 fds: an exec box (``box.py``).
+* ``{"op": "spawn", "seed", "env", "code": "marshal"|"source", "tag"}`` with the
+  candidate's 5 fds attached (``SCM_RIGHTS``): a candidate process, exactly the
+  factory's spawn protocol (``factory.py``), so the harness's own client speaks it
+  unchanged. Reply, once it has hardened itself: ``{"ok": true, "pid": N,
+  "marshal": bool}``.
+* ``{"op": "exec"}``, no fds: an exec box (``box.py``). Reply at once: ``{"ok":
+  true, "pid": N}`` with the worker's ends of the box's pipes attached: the job
+  pipe, the merged output, the seed acknowledgement and the status pipe.
 
-Reply: ``{"ok": true, "pid": N, "marshal": bool}``, for a candidate once it has
-hardened itself, for an exec box at once (see ``box.py``); or ``{"ok": false,
-"error": ..., "lost": bool}`` (``lost``: the session is gone). A connection
-that closes takes its live boxes with it.
+A failure is ``{"ok": false, "error": ..., "lost": bool}`` (``lost``: the session
+is gone). A connection that closes takes its live boxes with it.
+
+**Standby exec boxes.** The master makes an exec box's pipes itself, so it can
+clone one before anyone asks: once a session has run two execs, the master keeps
+one hardened exec box ready for it, blocked on its job pipe, and the next exec
+takes it (its clone and set-up, ~5 ms, are then off the exec's latency path).
+At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
+like any box: it dies with the session, and with a fork that freezes the
+session's upper layer (its copy of the mount namespace still writes the old one).
 
 The clone: the zygote Z (``zygote.py``) steps into the session's mount and IPC
 namespaces and a pooled network namespace (``netpool.py``), clones with
@@ -34,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .box import FD_COUNT, BoxSpec
+from .box import BoxSpec
 from .factory import marshal_tag
 from .home import Home
 from .members import Member, Members
@@ -45,6 +54,12 @@ from .zygote import Zygote
 MAX_REQUEST = 1 << 16
 #: A box that has not said it is ready by then is killed and its spawn fails.
 READY_TIMEOUT = 20.0
+#: Standby exec boxes waiting at most, node-wide (each holds a process and a network namespace).
+MAX_STANDBY = 16
+#: A session's standby exec box is armed from its second exec on (one exec is no pattern yet).
+STANDBY_AFTER_EXECS = 2
+#: Fds a request carries, per op.
+REQUEST_FDS = {"spawn": 5, "exec": 0}
 _SEED_HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -61,11 +76,12 @@ class BoxConn:
 class Box:
     pid: int
     key: str
-    conn: BoxConn
     slot: int  # the pooled network namespace, -1 for a fresh one
+    conn: BoxConn | None = None  # None: a standby exec box nobody took yet
     ready_r: int = -1
     deadline: float = 0.0
     marshal: bool = False
+    pipes: list[int] = field(default_factory=list)  # an exec box's pipe ends, until handed over
 
 
 class BadRequest(ValueError):
@@ -92,7 +108,7 @@ class Boxes:
         self.conns: dict[int, BoxConn] = {}
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
-        self.space = socket.CMSG_SPACE(5 * 4)
+        self.standby: dict[str, Box] = {}  # session key -> its standby exec box
         self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
 
     def start_zygote(self) -> None:
@@ -160,47 +176,109 @@ class Boxes:
             self._reply(conn, {"ok": False, "error": "the session is gone", "lost": True})
             return
         self.members.mount(member)
-        role = "exec" if req["op"] == "exec" else "candidate"
-        use_marshal = role == "candidate" and req.get("tag") == marshal_tag()
+        if req["op"] == "exec":
+            self._exec(conn, member)
+            return
         spec = BoxSpec(
-            role,
+            "candidate",
             fds,
             -1,
             self.cfg,
             self.cap_last,
-            seed=str(req.get("seed") or ""),
-            env=dict(req.get("env") or {}),
+            seed=str(req["seed"]),
+            env=dict(req["env"]),
         )
-        box = self._clone(member, conn, spec)
-        box.marshal = use_marshal
+        ready_r, spec.ready_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            box = self._clone(member, spec)
+        except BaseException:
+            os.close(ready_r)
+            raise
+        finally:
+            os.close(spec.ready_w)
+        box.marshal = req.get("tag") == marshal_tag()
+        box.ready_r, box.deadline = ready_r, time.monotonic() + READY_TIMEOUT
+        self._bind(box, conn)
+        self.pending[ready_r] = box  # answered once it is ready (``on_ready``)
+        self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
 
-    def _clone(self, member: Member, conn: BoxConn, spec: BoxSpec) -> Box:
-        """Have Z clone the box. A candidate's spawn is answered once it is ready; an
-        exec box's at once (it reports a failed set-up on its status pipe instead)."""
+    def _exec(self, conn: BoxConn, member: Member) -> None:
+        """Hand ``conn`` an exec box of ``member`` (its standby one if ready), then arm the next.
+
+        The reply is immediate: a box that cannot set itself up says so on its status pipe.
+        """
+        box = self._take_standby(member.key) or self._clone_exec(member)
+        self._bind(box, conn)
+        pipes, box.pipes = box.pipes, []
+        try:
+            socket.send_fds(conn.sock, [json.dumps({"ok": True, "pid": box.pid}).encode()], pipes)
+        except OSError:  # would block or the worker is gone: never wait for it
+            self._drop_conn(conn)
+        finally:
+            for fd in pipes:
+                os.close(fd)
+        member.execs += 1
+        if member.execs >= STANDBY_AFTER_EXECS:
+            self._arm_standby(member)
+
+    def _clone_exec(self, member: Member) -> Box:
+        """Clone an exec box with pipes of the master's making (their other ends in ``pipes``)."""
+        ends = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]  # job, output, seed ack, status
+        (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = ends
+        spec = BoxSpec("exec", [job_r, out_w, out_w, ack_w, st_w], -1, self.cfg, self.cap_last)
+        try:
+            box = self._clone(member, spec)
+        except BaseException:
+            for fd in (job_w, out_r, ack_r, st_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (job_r, out_w, ack_w, st_w):
+                os.close(fd)
+        box.pipes = [job_w, out_r, ack_r, st_r]
+        return box
+
+    def _arm_standby(self, member: Member) -> None:
+        """Clone ``member``'s next exec box now, if it has none and the budget allows."""
+        if member.key in self.standby or len(self.standby) >= MAX_STANDBY:
+            return
+        try:
+            self.standby[member.key] = self._clone_exec(member)
+        except OSError:  # best effort: the next exec clones its own
+            return
+
+    def _take_standby(self, key: str) -> Box | None:
+        box = self.standby.pop(key, None)
+        if box is None:
+            return None
+        if _has_exited(box.pid):  # died waiting (not reaped yet): never hand out a dead box
+            return None
+        return box
+
+    def drop_standby(self, key: str) -> None:
+        """Kill ``key``'s standby exec box (a fork froze the layer its mount namespace writes)."""
+        box = self.standby.pop(key, None)
+        if box is not None:
+            self.kill(box.pid)
+
+    def _clone(self, member: Member, spec: BoxSpec) -> Box:
+        """Have Z clone a box into ``member``'s namespaces; it is live (ours to reap) at once."""
         slot = self.net.acquire()
-        ready_r, ready_w = os.pipe2(os.O_CLOEXEC) if spec.role == "candidate" else (-1, -1)
-        spec.ready_w = ready_w
         flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if slot < 0 else 0)
         try:
             pid = self._zygote().clone(spec, flags, member.mnt, member.ipc, slot)
         except BaseException:
-            if ready_r >= 0:
-                os.close(ready_r)
             self.net.release(slot)
             raise
-        finally:
-            if ready_w >= 0:
-                os.close(ready_w)
-        box = Box(pid, member.key, conn, slot, ready_r, time.monotonic() + READY_TIMEOUT)
+        box = Box(pid, member.key, slot)
         self.live[pid] = box
         member.boxes.add(pid)
-        conn.boxes.add(pid)
-        if ready_r < 0:
-            self._reply(conn, {"ok": True, "pid": pid})
-        else:
-            self.pending[ready_r] = box
-            self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
         return box
+
+    def _bind(self, box: Box, conn: BoxConn) -> None:
+        """The box is ``conn``'s now: it dies when the connection closes."""
+        box.conn = conn
+        conn.boxes.add(box.pid)
 
     def _zygote(self) -> Zygote:
         """Z, (re)started on demand: the master never read a test, so a fork of it is pristine."""
@@ -235,6 +313,7 @@ class Boxes:
             pass
         os.close(box.ready_r)
         box.ready_r = -1
+        assert box.conn is not None  # (a candidate: bound when cloned)
         if said == b"ok":
             if self._reply(box.conn, {"ok": True, "pid": box.pid, "marshal": box.marshal}):
                 return
@@ -264,6 +343,7 @@ class Boxes:
 
     def kill_member(self, member: Member) -> None:
         """Kill a dropped session's boxes and tell its connections it is gone."""
+        self.standby.pop(member.key, None)
         for pid in list(member.boxes):
             self.kill(pid)
         for conn in [c for c in self.conns.values() if c.key == member.key]:
@@ -276,8 +356,13 @@ class Boxes:
             return False
         if box.ready_r >= 0:
             self._settle(box, b"")
+        if self.standby.get(box.key) is box:
+            del self.standby[box.key]
+        for fd in box.pipes:  # a standby box's, never handed over
+            os.close(fd)
         self.net.release(box.slot)
-        box.conn.boxes.discard(pid)
+        if box.conn is not None:
+            box.conn.boxes.discard(pid)
         member = self.members.get(box.key)
         if member is not None:
             member.boxes.discard(pid)
@@ -287,6 +372,7 @@ class Boxes:
         return {
             "boxes": len(self.live),
             "box_conns": len(self.conns),
+            "standby": len(self.standby),
             "netns": self.net.made,
             "netns_free": len(self.net.free),
             "netns_dropped": self.net.dropped,
@@ -300,10 +386,9 @@ def _parse(msg: bytes, fds: list[int]) -> dict[str, Any]:
         raise BadRequest(str(exc)) from None
     if not isinstance(req, dict) or req.get("op") not in ("spawn", "exec"):
         raise BadRequest("op must be spawn or exec")
-    role = "exec" if req["op"] == "exec" else "candidate"
-    if len(fds) != FD_COUNT[role]:
-        raise BadRequest(f"pass {FD_COUNT[role]} fds")
-    if role == "candidate":
+    if len(fds) != REQUEST_FDS[req["op"]]:
+        raise BadRequest(f"pass {REQUEST_FDS[req['op']]} fds")
+    if req["op"] == "spawn":
         seed = req.get("seed")
         if not (isinstance(seed, str) and len(seed) == 64 and set(seed) <= _SEED_HEX):
             raise BadRequest("seed must be 64 hex digits")
@@ -316,3 +401,11 @@ def _parse(msg: bytes, fds: list[int]) -> dict[str, Any]:
         if req.get("code") != "marshal":
             raise BadRequest("boxes run marshal programs only")
     return req
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether our child ``pid`` has exited (it stays unreaped: the reaper does that)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True

@@ -60,7 +60,10 @@ class LightSessions:
         for _ in range(n):
             self.counter += 1
             keys.append(b36(self.counter))
+        gen = member.gen
         children = self.members.fork(member, keys)
+        if member.gen != gen and self.boxes is not None:  # its upper layer froze
+            self.boxes.drop_standby(parent)
         return {"ok": True, "keys": [c.key for c in children]}
 
     def light_kill(self, key: str) -> bool:

@@ -60,6 +60,7 @@ class Member:
     gen: int = 0  # the upper layer in use: u<gen>, w<gen>
     depth: int = 0
     boxes: set[int] = field(default_factory=set)  # live boxes (pids in the master's namespace)
+    execs: int = 0  # exec boxes it was handed (``boxes.py`` arms a standby one from the second)
 
     @property
     def mounted(self) -> bool:

@@ -1,21 +1,24 @@
 """A worker runs one exec of a light session: an exec box, its output, its deadline.
 
-The worker asks the master for an exec box bound to the session (``boxes.py``),
-hands it the job (the frame a session server would get) on its job pipe, and
+The worker asks the master for an exec box bound to the session (``boxes.py``:
+a fresh one, or the session's standby one), gets the box's pipes with the
+answer, hands it the job (the frame a session server would get) on its job pipe, and
 collects the merged output under the cap and the deadline exactly as a session
 server does (``running_exec.RunningExec``); the box's init reports the exec's
 wait status on the status pipe. At the deadline, or past the output cap, the
 worker kills the box's pid 1, which takes every process of the box with it.
 """
 
-# ruff: noqa: SIM105
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import selectors
 import signal
 import socket
+import sys
+import termios
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -54,19 +57,26 @@ class BoxRefused(BaseException):
         self.lost = lost
 
 
-def spawn_box(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
-    """Ask the master for a box on ``conn``; its pid once it is ready (``BoxRefused`` else)."""
+def take_exec_box(conn: socket.socket) -> tuple[int, list[int]]:
+    """Ask the master for an exec box on ``conn``: its pid and the worker's ends of its
+    pipes (job, output, seed acknowledgement, status); ``BoxRefused`` if there is none."""
     conn.settimeout(SPAWN_TIMEOUT)
+    fds: list[int] = []
     try:
-        socket.send_fds(conn, [json.dumps(request).encode()], fds)
-        reply = json.loads(conn.recv(65536) or b"null")
+        conn.send(b'{"op": "exec"}')
+        msg, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
+        reply = json.loads(msg or b"null")
     except (OSError, ValueError) as exc:
+        for fd in fds:
+            os.close(fd)
         raise BoxRefused(f"the master did not answer: {exc}", False) from None
-    if not isinstance(reply, dict) or reply.get("ok") is not True:
+    if not isinstance(reply, dict) or reply.get("ok") is not True or len(fds) != 4:
+        for fd in fds:
+            os.close(fd)
         error = reply.get("error") if isinstance(reply, dict) else None
         lost = bool(reply.get("lost")) if isinstance(reply, dict) else False
         raise BoxRefused(str(error or "no box"), lost)
-    return int(reply["pid"])
+    return int(reply["pid"]), fds
 
 
 def session_gone(conn: socket.socket) -> bool:
@@ -95,28 +105,32 @@ def run_exec(
 ) -> tuple[dict[str, Any], bytes]:
     """Run one exec of session ``header["session"]``; the reply header and the output."""
     conn = worker.connect(str(header["session"]))
-    pipes: list[int] = []
     try:
-        job_r, job_w = os.pipe2(os.O_CLOEXEC)
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        ack_r, ack_w = os.pipe2(os.O_CLOEXEC)
-        st_r, st_w = os.pipe2(os.O_CLOEXEC)
-        pipes = [job_w, out_r, ack_r, st_r]
-        theirs = [job_r, out_w, ack_w, st_w]
-        # the job goes into its pipe first (as much as fits): the box reads it as soon
-        # as it has hardened itself, without waiting for this process
         job = frame_bytes({k: header[k] for k in _JOB_KEYS if k in header}, bytes(payload))
-        os.set_blocking(job_w, False)
         try:
-            sent = os.write(job_w, job[: 1 << 16])
-        except BlockingIOError:
-            sent = 0
-        try:
-            pid = spawn_box(conn, {"op": "exec"}, [job_r, out_w, out_w, ack_w, st_w])
-        finally:
-            for fd in theirs:
-                os.close(fd)
-        job = job[sent:]
+            return _run_in_box(worker, conn, header, job)
+        except _JobNotTaken:  # nothing of the exec ran: once more, in a fresh box
+            try:
+                return _run_in_box(worker, conn, header, job)
+            except _JobNotTaken:
+                raise BoxRefused("the box died before it took its job", False) from None
+    except BoxRefused as exc:
+        return {"ok": False, "error": str(exc), "lost": exc.lost}, b""
+    finally:
+        conn.close()  # the master kills whatever is left of the box
+
+
+class _JobNotTaken(Exception):
+    """The box died (killed from outside: a standby box can wait long) before its init
+    read the whole job: nothing of the exec ran, so another box may run it."""
+
+
+def _run_in_box(
+    worker: Worker, conn: socket.socket, header: dict[str, Any], job: bytes
+) -> tuple[dict[str, Any], bytes]:
+    pid, pipes = take_exec_box(conn)
+    try:
+        job_w, out_r, ack_r, st_r = pipes
         cap = int(worker.cfg["limits"]["output_cap_bytes"])
         ex = RunningExec(
             pid,
@@ -136,17 +150,10 @@ def run_exec(
             ack = os.read(ack_r, 256).decode(errors="replace")
         except OSError:
             ack = ""
-        reply, output = ex.result(ack)
-        return reply, output
-    except BoxRefused as exc:
-        return {"ok": False, "error": str(exc), "lost": exc.lost}, b""
+        return ex.result(ack)
     finally:
         for fd in pipes:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        conn.close()  # the master kills whatever is left of the box
+            os.close(fd)
 
 
 def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
@@ -154,11 +161,11 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
     for fd in (job_w, ex.out_r, st_r, ex.ack_r):
         os.set_blocking(fd, False)
     sel = selectors.DefaultSelector()
-    if job:
+    view = _write_some(job_w, memoryview(job))  # most jobs fit in the pipe: no select for them
+    if view:
         sel.register(job_w, selectors.EVENT_WRITE, "job")
     sel.register(ex.out_r, selectors.EVENT_READ, "out")
     sel.register(st_r, selectors.EVENT_READ, "status")
-    view = memoryview(job)
     said = bytearray()
     status_open = True
     try:
@@ -186,6 +193,8 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
         sel.close()
     if said.startswith(b"error "):  # the box could not set itself up: not the exec's doing
         raise BoxRefused(f"the box did not start: {said[6:].decode(errors='replace')}", False)
+    if not said and not ex.timed_out and (view or _unread(job_w)):
+        raise _JobNotTaken
     try:
         return int(said)
     except ValueError:  # killed (deadline, cap, a cancelled exec) before it could say
@@ -193,15 +202,25 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
 
 
 def _feed(sel: selectors.BaseSelector, job_w: int, view: memoryview) -> memoryview:
-    try:
-        view = view[os.write(job_w, view[: 1 << 16]) :]
-    except (BlockingIOError, InterruptedError):
-        return view
-    except OSError:  # the box is gone; its status says why
-        view = view[len(view) :]
+    view = _write_some(job_w, view)
     if not view:
         sel.unregister(job_w)
     return view
+
+
+def _write_some(job_w: int, view: memoryview) -> memoryview:
+    """Write what the job pipe takes now; what is left of the job."""
+    try:
+        return view[os.write(job_w, view[: 1 << 16]) :] if view else view
+    except (BlockingIOError, InterruptedError):
+        return view
+    except OSError:  # the box is gone; its status says why
+        return view[len(view) :]
+
+
+def _unread(fd: int) -> int:
+    """Bytes written to pipe ``fd`` that nobody read yet."""
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
 
 
 def _read(fd: int) -> bytes | None:
