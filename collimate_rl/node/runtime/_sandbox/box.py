@@ -63,8 +63,6 @@ from .syscalls import (
 
 #: The uid (and gid) sandboxed code runs as, inside every namespace.
 SANDBOX_ID = 1000
-#: Fds a box gets, per role.
-FD_COUNT = {"candidate": 5, "exec": 5}
 
 
 class BoxSpec:

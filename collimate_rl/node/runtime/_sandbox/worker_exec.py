@@ -193,29 +193,31 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
         sel.close()
     if said.startswith(b"error "):  # the box could not set itself up: not the exec's doing
         raise BoxRefused(f"the box did not start: {said[6:].decode(errors='replace')}", False)
-    if not said and not ex.timed_out and (view or _unread(job_w)):
-        raise _JobNotTaken
+    if not said and not ex.timed_out and (view is None or view or _unread(job_w)):
+        raise _JobNotTaken  # (None: the pipe had no reader left for the job)
     try:
         return int(said)
     except ValueError:  # killed (deadline, cap, a cancelled exec) before it could say
         return signal.SIGKILL
 
 
-def _feed(sel: selectors.BaseSelector, job_w: int, view: memoryview) -> memoryview:
-    view = _write_some(job_w, view)
-    if not view:
+def _feed(sel: selectors.BaseSelector, job_w: int, view: memoryview | None) -> memoryview | None:
+    left = _write_some(job_w, view)
+    if not left:
         sel.unregister(job_w)
-    return view
+    return left
 
 
-def _write_some(job_w: int, view: memoryview) -> memoryview:
-    """Write what the job pipe takes now; what is left of the job."""
+def _write_some(job_w: int, view: memoryview | None) -> memoryview | None:
+    """Write what the job pipe takes now; what is left of the job (None: the box is gone)."""
+    if not view:
+        return view
     try:
-        return view[os.write(job_w, view[: 1 << 16]) :] if view else view
+        return view[os.write(job_w, view[: 1 << 16]) :]
     except (BlockingIOError, InterruptedError):
         return view
-    except OSError:  # the box is gone; its status says why
-        return view[len(view) :]
+    except OSError:  # EPIPE: its status (or its silence) says why
+        return None
 
 
 def _unread(fd: int) -> int:

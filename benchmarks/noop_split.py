@@ -1,0 +1,84 @@
+"""No-op latency hop by hop: HTTP alone, a session's exec of ``:`` and of ``pass``, ``env.step``.
+
+    .venv/bin/python benchmarks/noop_split.py [--samples 150] [--rounds 3]
+
+Starts a node (``collimate serve`` on a unix socket, from a temporary directory) and
+prints the p50 in ms of each no-op, median over ``rounds`` rounds of ``samples`` each:
+
+* ``get``: ``GET /sessions/{id}``, the client and the node's HTTP with no sandbox work;
+* ``exec ':'`` and ``exec pass``: a light session's exec of a shell no-op and a Python one;
+* ``env.step(':')``: ``collimate/Shell-v0``'s step, the target's no-op.
+
+Run it against another checkout with ``PYTHONPATH=<checkout>`` (from a directory that is no
+checkout's root) to compare builds side by side, alternating the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from collimate_rl.bench.latency import shell_step_latencies
+from collimate_rl.bench.stats import latencies_ms
+from collimate_rl.wire import CollimateClient
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="collimate-noop-")
+    sock = str(Path(tmp) / "node.sock")
+    node = subprocess.Popen(
+        [sys.executable, "-m", "collimate_rl.node", "serve", "--socket", sock],
+        cwd=tmp,  # not a checkout's root: with ``-m`` the cwd's package would win over PYTHONPATH
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = CollimateClient(unix_socket=sock, timeout=60)
+        _wait_ready(client, node)
+        session = str(client.create_session("python3")["session_id"])
+        probes: dict[str, Callable[[], list[float]]] = {
+            "get": lambda: latencies_ms(lambda: client.get_session(session), args.samples, 5),
+            "exec ':'": lambda: latencies_ms(
+                lambda: client.session_exec(session, command=":"), args.samples, 5
+            ),
+            "exec pass": lambda: latencies_ms(
+                lambda: client.session_exec(session, code="pass"), args.samples, 5
+            ),
+            "env.step(':')": lambda: shell_step_latencies(client, args.samples),
+        }
+        p50s: dict[str, list[float]] = {name: [] for name in probes}
+        for _ in range(args.rounds):
+            for name, probe in probes.items():
+                p50s[name].append(statistics.median(probe()))
+        print("  ".join(f"{name} {statistics.median(v):.2f}" for name, v in p50s.items()))
+        client.delete_session(session)
+    finally:
+        node.terminate()
+        node.wait(timeout=60)
+    return 0
+
+
+def _wait_ready(client: CollimateClient, node: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if node.poll() is not None:
+            raise SystemExit("the node exited during start-up")
+        with contextlib.suppress(Exception):
+            client.exec_once("python3", code="pass", timeout_seconds=30)
+            return
+        time.sleep(0.1)
+    raise SystemExit("the node did not start in time")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
