@@ -58,6 +58,18 @@ def alive(procs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     return {(pid, start) for pid, start in procs if process_start(pid) == start}
 
 
+def standby_exec_boxes(procs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The members of ``procs`` that are standby exec boxes: a ``col-exec`` init with no
+    child, waiting for a busy light session's next exec (docs/fast-path.md)."""
+    kids = _children()
+    out = set()
+    for pid, start in alive(procs):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "col-exec" and not kids.get(pid):
+                out.add((pid, start))
+    return out
+
+
 def processes_with(marker: str) -> list[int]:
     """Live processes whose command line contains ``marker``."""
     found = []
