@@ -20,7 +20,8 @@ is gone). A connection that closes takes its live boxes with it.
 **Standby exec boxes.** The master makes an exec box's pipes itself, so it can
 clone one before anyone asks: once a session has run two execs, the master keeps
 one hardened exec box ready for it, blocked on its job pipe, and the next exec
-takes it (its clone and set-up, ~5 ms, are then off the exec's latency path).
+takes it (its clone and set-up, ~5 ms, are then off the exec's latency path). The
+next one is armed once an exec is over (its connection closes), not beside it.
 At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
 like any box: it dies with the session, and with a fork that freezes the
 session's upper layer (its copy of the mount namespace still writes the old one).
@@ -70,6 +71,7 @@ class BoxConn:
     sock: socket.socket
     key: str
     boxes: set[int] = field(default_factory=set)
+    arm: bool = False  # when it closes (its exec is over), arm the session's next exec box
 
 
 @dataclass
@@ -133,6 +135,9 @@ class Boxes:
         conn.sock.close()
         for pid in list(conn.boxes):  # the worker is done with them (or died)
             self.kill(pid)
+        member = self.members.get(conn.key) if conn.arm else None
+        if member is not None:
+            self._arm_standby(member)
 
     def on_conn(self, conn: BoxConn) -> None:
         try:
@@ -203,7 +208,7 @@ class Boxes:
         self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
 
     def _exec(self, conn: BoxConn, member: Member) -> None:
-        """Hand ``conn`` an exec box of ``member`` (its standby one if ready), then arm the next.
+        """Hand ``conn`` an exec box of ``member`` (its standby one if ready).
 
         The reply is immediate: a box that cannot set itself up says so on its status pipe.
         """
@@ -218,8 +223,9 @@ class Boxes:
             for fd in pipes:
                 os.close(fd)
         member.execs += 1
-        if member.execs >= STANDBY_AFTER_EXECS:
-            self._arm_standby(member)
+        # armed once the exec is over (its connection closes), not beside it: on two
+        # cores the box's set-up would take CPU from the exec it follows
+        conn.arm = member.execs >= STANDBY_AFTER_EXECS
 
     def _clone_exec(self, member: Member) -> Box:
         """Clone an exec box with pipes of the master's making (their other ends in ``pipes``)."""
