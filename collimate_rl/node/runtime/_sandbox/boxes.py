@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .box import BoxSpec
+from .box_requests import MAX_REQUEST, MAX_REQUEST_FDS, BadRequest, parse_request
 from .factory import marshal_tag
 from .home import Home
 from .members import Member, Members
@@ -52,16 +53,12 @@ from .netpool import NetPool
 from .syscalls import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER
 from .zygote import Zygote
 
-MAX_REQUEST = 1 << 16
 #: A box that has not said it is ready by then is killed and its spawn fails.
 READY_TIMEOUT = 20.0
 #: Standby exec boxes waiting at most, node-wide (each holds a process and a network namespace).
 MAX_STANDBY = 16
 #: A session's standby exec box is armed from its second exec on (one exec is no pattern yet).
 STANDBY_AFTER_EXECS = 2
-#: Fds a request carries, per op.
-REQUEST_FDS = {"spawn": 5, "exec": 0}
-_SEED_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 @dataclass
@@ -84,10 +81,6 @@ class Box:
     deadline: float = 0.0
     marshal: bool = False
     pipes: list[int] = field(default_factory=list)  # an exec box's pipe ends, until handed over
-
-
-class BadRequest(ValueError):
-    pass
 
 
 class Boxes:
@@ -141,7 +134,7 @@ class Boxes:
 
     def on_conn(self, conn: BoxConn) -> None:
         try:
-            msg, fds, flags, _addr = socket.recv_fds(conn.sock, MAX_REQUEST, 5)
+            msg, fds, flags, _addr = socket.recv_fds(conn.sock, MAX_REQUEST, MAX_REQUEST_FDS)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -175,7 +168,7 @@ class Boxes:
 
     # -- spawning
     def _spawn(self, conn: BoxConn, msg: bytes, fds: list[int]) -> None:
-        req = _parse(msg, fds)
+        req = parse_request(msg, fds)
         member = self.members.get(conn.key)
         if member is None:
             self._reply(conn, {"ok": False, "error": "the session is gone", "lost": True})
@@ -383,30 +376,6 @@ class Boxes:
             "netns_free": len(self.net.free),
             "netns_dropped": self.net.dropped,
         }
-
-
-def _parse(msg: bytes, fds: list[int]) -> dict[str, Any]:
-    try:
-        req = json.loads(msg.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(str(exc)) from None
-    if not isinstance(req, dict) or req.get("op") not in ("spawn", "exec"):
-        raise BadRequest("op must be spawn or exec")
-    if len(fds) != REQUEST_FDS[req["op"]]:
-        raise BadRequest(f"pass {REQUEST_FDS[req['op']]} fds")
-    if req["op"] == "spawn":
-        seed = req.get("seed")
-        if not (isinstance(seed, str) and len(seed) == 64 and set(seed) <= _SEED_HEX):
-            raise BadRequest("seed must be 64 hex digits")
-        env = req.get("env")
-        if not isinstance(env, dict) or not all(
-            type(k) is str and type(v) is str and k and "=" not in k and "\0" not in k + v
-            for k, v in env.items()
-        ):
-            raise BadRequest("env must map names to strings")
-        if req.get("code") != "marshal":
-            raise BadRequest("boxes run marshal programs only")
-    return req
 
 
 def _has_exited(pid: int) -> bool:

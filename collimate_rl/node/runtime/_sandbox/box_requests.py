@@ -1,0 +1,54 @@
+"""What a worker may ask the master for on a box connection (``boxes.py``), checked.
+
+A request is one ``SOCK_SEQPACKET`` datagram of JSON: ``{"op": "spawn", ...}`` with a
+candidate's 5 fds attached, or ``{"op": "exec"}`` with none (the master makes an exec
+box's pipes). Anything else is a ``BadRequest``, answered and never acted on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_REQUEST = 1 << 16
+#: Fds a request carries, per op.
+REQUEST_FDS = {"spawn": 5, "exec": 0}
+MAX_REQUEST_FDS = max(REQUEST_FDS.values())
+_SEED_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+class BadRequest(ValueError):
+    """A request the master will not act on (its reply says why)."""
+
+
+def parse_request(msg: bytes, fds: list[int]) -> dict[str, Any]:
+    """A box connection's request, checked (``BadRequest`` else).
+
+    >>> parse_request(b'{"op": "exec"}', [])
+    {'op': 'exec'}
+    >>> parse_request(b'{"op": "exec"}', [7])
+    Traceback (most recent call last):
+    ...
+    collimate_rl.node.runtime._sandbox.box_requests.BadRequest: pass 0 fds
+    """
+    try:
+        req = json.loads(msg.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(str(exc)) from None
+    if not isinstance(req, dict) or req.get("op") not in ("spawn", "exec"):
+        raise BadRequest("op must be spawn or exec")
+    if len(fds) != REQUEST_FDS[req["op"]]:
+        raise BadRequest(f"pass {REQUEST_FDS[req['op']]} fds")
+    if req["op"] == "spawn":
+        seed = req.get("seed")
+        if not (isinstance(seed, str) and len(seed) == 64 and set(seed) <= _SEED_HEX):
+            raise BadRequest("seed must be 64 hex digits")
+        env = req.get("env")
+        if not isinstance(env, dict) or not all(
+            type(k) is str and type(v) is str and k and "=" not in k and "\0" not in k + v
+            for k, v in env.items()
+        ):
+            raise BadRequest("env must map names to strings")
+        if req.get("code") != "marshal":
+            raise BadRequest("boxes run marshal programs only")
+    return req
