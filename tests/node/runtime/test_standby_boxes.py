@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
 
 async def busy(sess: LocalSession, n: int = 2) -> None:
-    """Run ``n`` execs: from the second on, the session has a standby box."""
+    """Run ``n`` execs: once the second is over, the session has a standby box."""
     for _ in range(n):
         out = await run(sess, command="true")
         assert out.exit_code == 0, out
