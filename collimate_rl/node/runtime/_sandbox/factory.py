@@ -52,9 +52,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .box_requests import valid_env, valid_seed
+
 MAX_FDS = 5
 MAX_REQUEST = 1 << 16
-_SEED_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def marshal_tag() -> str:
@@ -186,13 +187,10 @@ class Factory:
             if type(req) is not dict or req.get("op") != "spawn":
                 raise ValueError("not a spawn request")
             seed = req.get("seed")
-            if type(seed) is not str or len(seed) != 64 or not set(seed) <= _SEED_HEX:
+            if not valid_seed(seed):
                 raise ValueError("seed must be 64 hex characters")
             env = req.get("env") or {}
-            if type(env) is not dict or not all(
-                type(k) is str and type(v) is str and k and "=" not in k and "\0" not in k + v
-                for k, v in env.items()
-            ):
+            if not valid_env(env):
                 raise ValueError("env must map names to strings")
             if not 1 <= len(fds) <= MAX_FDS:
                 raise ValueError(f"pass 1 to {MAX_FDS} fds")
