@@ -84,6 +84,20 @@ class HostRuntime(Protocol):
     def note_host(self, pid: int) -> None: ...
 
 
+def _memfd(text: str) -> int:
+    """An in-memory file holding ``text``, read from its start (a child's stdin)."""
+    fd = os.memfd_create("collimate-config", os.MFD_CLOEXEC)
+    try:
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _limits_dict(limits: Limits) -> dict[str, int]:
     return {
         "cpu_seconds": limits.cpu_seconds,
@@ -128,14 +142,15 @@ class TemplateHost:
         isolated = rt.isolation is Isolation.BWRAP
         fds = bw.FdSet()
         launch: bw.Launch | None = None
+        config = -1
         try:
             preexec: Callable[[], None] | None = None
             if isolated:
-                argv = self._bwrap_argv(fds)
+                argv, config_text = self._bwrap_argv(fds)
                 launch = bw.launch_preexec(rt.sandbox_uid, self._exposed(), bwrap=rt.bwrap_path)
                 preexec = launch
             else:
-                argv = self._none_argv()
+                argv, config_text = self._none_argv()
                 # bwrap has --die-with-parent; the unisolated master must not
                 # outlive a node that crashed either.
                 preexec = _recovery.die_with_parent_preexec()
@@ -149,10 +164,12 @@ class TemplateHost:
                     if drop is not None:
                         drop()
 
+            # the config arrives on stdin (see the supervisor's ``master.main``)
+            config = _memfd(config_text)
             with open(self.dir / "stderr.log", "wb") as err:
                 return subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
+                    stdin=config,
                     stdout=subprocess.DEVNULL,
                     stderr=err,
                     pass_fds=fds.fds,
@@ -169,6 +186,8 @@ class TemplateHost:
             ) from exc
         finally:
             fds.close()
+            if config >= 0:
+                os.close(config)
 
     async def start(self) -> None:
         if len(os.fsencode(self.sock_dir)) + len("/") + _SOCKET_NAME_MAX > _UNIX_PATH_MAX:
@@ -257,7 +276,8 @@ class TemplateHost:
             *self.spec.binds,
         ]
 
-    def _bwrap_argv(self, fds: bw.FdSet) -> list[str]:
+    def _bwrap_argv(self, fds: bw.FdSet) -> tuple[list[str], str]:
+        """The bwrap command line, and the master's config (it reads it on stdin)."""
         rt = self.runtime
         assert rt.bwrap_path is not None
         exe, prefix = python_paths()
@@ -309,10 +329,11 @@ class TemplateHost:
             sys_path=["/opt/collimate/site", *shared],
             none_root=None,
         )
-        argv += supervisor_argv(str(exe), "master", "/.collimate/socks", cfg)
-        return argv
+        argv += supervisor_argv(str(exe), "master", "/.collimate/socks", "-")
+        return argv, cfg
 
-    def _none_argv(self) -> list[str]:
+    def _none_argv(self) -> tuple[list[str], str]:
+        """The unisolated master's command line, and its config (read on stdin)."""
         exe, _ = python_paths()
         bindir = self.dir / "bin"
         bindir.mkdir()
@@ -335,7 +356,8 @@ class TemplateHost:
         cfg = self._config(
             layers=layers, base_env=base_env, sys_path=site, none_root=str(none_root)
         )
-        return [str(exe), "-I", "-S", "-B", str(SUPERVISOR), "master", str(self.sock_dir), cfg]
+        argv = [str(exe), "-I", "-S", "-B", str(SUPERVISOR), "master", str(self.sock_dir), "-"]
+        return argv, cfg
 
     @property
     def running(self) -> bool:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import warnings
 from pathlib import Path
@@ -248,6 +249,61 @@ async def test_sessions_survive_many_execs(rt: LocalRuntime) -> None:
     finally:
         await s.close()
     assert not await _alive(s)
+
+
+def _masters_below(root: int) -> list[int]:
+    """The template masters below process ``root``: a ``col-master`` whose parent is not
+    one (a session server forked from the master keeps its name)."""
+
+    def comm(pid: int) -> str:
+        return (Path("/proc") / str(pid) / "comm").read_text().strip()
+
+    def parent(pid: int) -> int:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if not p.name.isdigit() or comm(int(p.name)) != "col-master":
+                continue
+            if comm(parent(int(p.name))) == "col-master":
+                continue
+            pid = int(p.name)
+            while pid > 1 and pid != root:
+                pid = parent(pid)
+            if pid == root:
+                found.append(int(p.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("driver", ["bwrap", "none"])
+async def test_a_master_reads_its_config_from_stdin_not_argv(
+    driver: str, tmp_state: Path, request: pytest.FixtureRequest
+) -> None:
+    # The config (with the warm harness's code, ~90 KB) on the command line cost every
+    # process forked from the master ~1.8 MiB: the interpreter keeps argv as wide strings.
+    if driver == "bwrap":
+        request.getfixturevalue("require_bwrap")
+    rt = create_runtime(driver, state_dir=tmp_state, limits=TEST_LIMITS, sandbox_uid=SANDBOX_UID)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the none driver says it is unisolated
+        await rt.start()
+    try:
+        s = await rt.create_session("python3", "cfg")
+        assert (await run(s, code="print(6 * 7)")).output == b"42\n"  # it read it all
+        host = rt._hosts["python3"].proc  # the template's container (or its master)
+        assert host is not None
+        (master,) = _masters_below(host.pid)
+        argv = (Path("/proc") / str(master) / "cmdline").read_bytes().split(b"\0")[:-1]
+        assert argv[-1] == b"-" and len(b" ".join(argv)) < 512, argv
+        assert os.readlink(f"/proc/{master}/fd/0") == "/dev/null"  # read, then /dev/null again
+        await s.close()
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await rt.close()
 
 
 async def _alive(s: object) -> bool:

@@ -41,7 +41,6 @@ dropped, never F.
 # ruff: noqa: SIM105, SIM115
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import os
@@ -86,6 +85,8 @@ def load_warm_modules(modules: dict[str, Any] | None) -> None:
 
     for name, entry in (modules or {}).items():
         if isinstance(entry, str):
+            import hashlib  # (only here: it maps libcrypto, ~0.4 MiB in every forked image)
+
             digest = hashlib.sha256(entry.encode("utf-8")).hexdigest()
             code = compile(entry, f"<{name}>", "exec")
         elif entry.get("tag") == marshal_tag():

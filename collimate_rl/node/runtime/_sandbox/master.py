@@ -73,7 +73,8 @@ class Master(SessionSetup, LightSessions):
             # services and networked sessions: IP sockets too (their namespace has only lo)
             self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
         try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
-            load_warm_modules(self.cfg.get("warm_modules"))
+            # (popped: their encoded code would stay in every image forked from here)
+            load_warm_modules(self.cfg.pop("warm_modules", None))
         except Exception as exc:
             print(f"collimate master: warm modules failed: {exc!r}", file=sys.stderr)
 
@@ -398,13 +399,30 @@ def _take_low_fds() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``supervisor.py master SOCK_DIR CONFIG_JSON``: serve forever."""
+    """``supervisor.py master SOCK_DIR CONFIG``: serve forever.
+
+    ``CONFIG`` is the JSON text, or ``-``: read it from stdin (the node's way). A
+    long argument costs every process forked from this one its copies (the
+    interpreter keeps ``argv`` twice, as wide strings, ~20 bytes of image per
+    byte of argument), and the warm modules' code is most of the config.
+    """
     if len(argv) != 2:
-        print("usage: supervisor.py master SOCK_DIR CONFIG_JSON", file=sys.stderr)
+        print("usage: supervisor.py master SOCK_DIR CONFIG", file=sys.stderr)
         return 2
-    cfg = json.loads(argv[1])
+    cfg = json.loads(_read_stdin() if argv[1] == "-" else argv[1])
     for path in reversed(cfg.get("sys_path") or []):
         if path not in sys.path:
             sys.path.insert(0, path)
     Master(cfg, argv[0]).run()
     return 0
+
+
+def _read_stdin() -> bytes:
+    """All of fd 0, which then becomes /dev/null (as it was before stdin carried the config)."""
+    chunks = []
+    while chunk := os.read(0, 1 << 16):
+        chunks.append(chunk)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return b"".join(chunks)

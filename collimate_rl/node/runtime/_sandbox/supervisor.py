@@ -1,9 +1,9 @@
 """The in-sandbox runtime's entry script: ``supervisor.py master|bake ...``.
 
-The node starts it as ``python -I -S -B supervisor.py master SOCK_DIR CONFIG``
-(a template's fork-server) or ``... supervisor.py bake CONFIG`` (a one-shot
-bake), inside the template's container, where ``-I`` keeps this folder off
-``sys.path``. So that every module here can use plain relative imports, both
+The node starts it as ``python -I -S -B supervisor.py master SOCK_DIR -`` with
+the config on stdin (a template's fork-server) or ``... supervisor.py bake
+CONFIG`` (a one-shot bake), inside the template's container, where ``-I`` keeps
+this folder off ``sys.path``. So that every module here can use plain relative imports, both
 in the sandbox and on the host (where this folder is the package
 ``collimate_rl.node.runtime._sandbox``), this script loads its own folder as
 the package :data:`PACKAGE` and runs the command from there. That is the one
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     default_signals()
     if not argv or argv[0] not in _COMMANDS:
         print(
-            "usage: supervisor.py master SOCK_DIR CONFIG_JSON | bake CONFIG_JSON", file=sys.stderr
+            "usage: supervisor.py master SOCK_DIR CONFIG_JSON|- | bake CONFIG_JSON", file=sys.stderr
         )
         return 2
     module = importlib.import_module(f"{load_package()}.{_COMMANDS[argv[0]]}")
