@@ -20,11 +20,11 @@ import argparse
 import contextlib
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+import _local_node
 
 _PROCESS_NAMES = ("col-master", "col-zygote", "col-worker")
 
@@ -63,19 +63,10 @@ def main() -> int:
     from collimate_rl.grading import UnitTestReward, grade
     from collimate_rl.wire import CollimateClient
 
-    tmp = tempfile.mkdtemp(prefix="box-cost-")
-    sock = os.path.join(tmp, "node.sock")
-    node = subprocess.Popen(
-        [sys.executable, "-m", "collimate_rl.node", "serve", "--socket", sock],
-        stderr=subprocess.DEVNULL,
-    )
+    node, sock = _local_node.start("collimate-box-cost-")
     try:
         client = CollimateClient(unix_socket=sock)
-        for _ in range(600):
-            with contextlib.suppress(Exception):
-                client.exec_once("python3", code="pass", timeout_seconds=30)
-                break
-            time.sleep(0.1)
+        _local_node.wait_ready(client, node)
         ours = {pid: name for pid, name in _processes().items() if _below(pid, node.pid)}
         shown = set()
         for pid, name in sorted(ours.items()):

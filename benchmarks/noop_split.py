@@ -16,14 +16,10 @@ checkout's root) to compare builds side by side, alternating the two.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable
-from pathlib import Path
+
+import _local_node
 
 from collimate_rl.bench.latency import shell_step_latencies
 from collimate_rl.bench.stats import latencies_ms
@@ -35,16 +31,10 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="collimate-noop-")
-    sock = str(Path(tmp) / "node.sock")
-    node = subprocess.Popen(
-        [sys.executable, "-m", "collimate_rl.node", "serve", "--socket", sock],
-        cwd=tmp,  # not a checkout's root: with ``-m`` the cwd's package would win over PYTHONPATH
-        stderr=subprocess.DEVNULL,
-    )
+    node, sock = _local_node.start("collimate-noop-")
     try:
         client = CollimateClient(unix_socket=sock, timeout=60)
-        _wait_ready(client, node)
+        _local_node.wait_ready(client, node)
         session = str(client.create_session("python3")["session_id"])
         probes: dict[str, Callable[[], list[float]]] = {
             "get": lambda: latencies_ms(lambda: client.get_session(session), args.samples, 5),
@@ -66,18 +56,6 @@ def main() -> int:
         node.terminate()
         node.wait(timeout=60)
     return 0
-
-
-def _wait_ready(client: CollimateClient, node: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if node.poll() is not None:
-            raise SystemExit("the node exited during start-up")
-        with contextlib.suppress(Exception):
-            client.exec_once("python3", code="pass", timeout_seconds=30)
-            return
-        time.sleep(0.1)
-    raise SystemExit("the node did not start in time")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+import _local_node
 
 BASE = Path("/sys/fs/cgroup/cpuacct")
 PARTS = ("client", "node", "sandboxes")
@@ -104,12 +105,8 @@ def main() -> int:
         return 2
     for part in PARTS:
         (BASE / f"collimate-split-{part}").mkdir(exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="collimate-split-")
-    sock = os.path.join(tmp, "node.sock")
-    node = subprocess.Popen(
-        [sys.executable, "-m", "collimate_rl.node", "serve", "--socket", sock],
-        cwd=tmp,  # not a checkout's root: with ``-m`` the cwd's package would win over PYTHONPATH
-        preexec_fn=lambda: _enter("node", os.getpid()),
+    node, sock = _local_node.start(
+        "collimate-split-", preexec_fn=lambda: _enter("node", os.getpid())
     )
     try:
         return _run(node, sock, args.rounds, args.task_set)
@@ -123,7 +120,7 @@ def main() -> int:
             with contextlib.suppress(OSError):
                 (BASE / f"collimate-split-{part}").rmdir()
         with contextlib.suppress(OSError):
-            os.rmdir(tmp)
+            os.rmdir(os.path.dirname(sock))
 
 
 def _run(node: subprocess.Popen[bytes], sock: str, rounds: int, task_set: str) -> int:
@@ -135,11 +132,7 @@ def _run(node: subprocess.Popen[bytes], sock: str, rounds: int, task_set: str) -
     from collimate_rl.wire import CollimateClient
 
     client = CollimateClient(unix_socket=sock)
-    for _ in range(600):
-        with contextlib.suppress(Exception):
-            client.exec_once("python3", code="pass", timeout_seconds=30)
-            break
-        time.sleep(0.1)
+    _local_node.wait_ready(client, node)
     for pid in _descendants(node.pid)[1:]:
         with contextlib.suppress(OSError):
             _enter("sandboxes", pid)

@@ -1,0 +1,43 @@
+"""A node for the benchmark scripts: ``collimate serve`` on a unix socket, started and awaited.
+
+The node runs from the socket's temporary directory, never from a checkout's root: with
+``-m`` the current directory's package would win over ``PYTHONPATH``, which is how the
+scripts compare another build (``PYTHONPATH=<checkout>``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def start(prefix: str, preexec_fn: Callable[[], None] | None = None) -> tuple[Any, str]:
+    """Start a node; ``(its process, its socket path)`` (the socket may not exist yet)."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    sock = os.path.join(folder, "node.sock")
+    node = subprocess.Popen(
+        [sys.executable, "-m", "collimate_rl.node", "serve", "--socket", sock],
+        cwd=folder,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=preexec_fn,
+    )
+    return node, sock
+
+
+def wait_ready(client: Any, node: Any, timeout: float = 120.0) -> None:
+    """Return once the node runs an exec (its ``python3`` template is up and warm)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if node.poll() is not None:
+            raise SystemExit("the node exited during start-up")
+        with contextlib.suppress(Exception):
+            client.exec_once("python3", code="pass", timeout_seconds=30)
+            return
+        time.sleep(0.1)
+    raise SystemExit("the node did not start in time")
