@@ -7,6 +7,8 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -321,3 +323,17 @@ def test_benchmark_scripts_import(script: str) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main is main
+
+
+@pytest.mark.parametrize("script", ["box_cost.py", "noop_split.py", "profile_split.py"])
+def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
+    # run as documented: by path, from outside the checkout (they share _local_node.py)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
