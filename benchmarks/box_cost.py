@@ -6,12 +6,12 @@ Starts a node (``collimate serve`` on a unix socket), then grades ``--grades`` t
 after the other, a candidate that passes ``--calls`` unit tests, in one session: every grade
 runs in a worker and its candidate in a box the zygote clones. Prints the template's
 processes (unique anonymous memory, mappings: what every clone copies and every box's exit
-tears down), then per grade: the wall time, and the CPU and page faults (a fault costs ~3 us here: a count
-that does not drift with the machine's load) of the zygote (its clone, and the
-copy-on-write faults it takes after), of the boxes (the master's reaped children: their
-set-up, the candidate, their exit), of the master and of the workers, from ``/proc``. Run it
-against another checkout with ``PYTHONPATH=<checkout>`` (from outside any checkout) to
-compare builds side by side; interleave the runs, this machine's speed drifts.
+tears down), then per grade the wall time, and the CPU and page faults of the zygote (its
+clone, and the copy-on-write faults it takes after), of the boxes (the master's reaped
+children: their set-up, the candidate, their exit), of the master and of the workers, from
+``/proc``. A fault costs ~3 us here; unlike time, the count does not drift with the
+machine's load. Run it against another checkout with ``PYTHONPATH=<checkout>`` (from
+outside any checkout) to compare builds side by side; interleave the runs.
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ def main() -> int:
     try:
         client = CollimateClient(unix_socket=sock)
         _local_node.wait_ready(client, node)
+        answer = "```python\ndef add(a, b):\n    return a + b\n```"
+        tests = [{"input": [i, 2], "expected": i + 2} for i in range(args.calls)]
+        spec = UnitTestReward(tests, entry="add")
+        session = client.create_session("python3").session_id
+        for _ in range(20):  # warm: the session's namespace, the workers
+            grade(client, "python3", answer, spec, session_id=session)
         ours = {pid: name for pid, name in _processes().items() if _below(pid, node.pid)}
         shown = set()
         for pid, name in sorted(ours.items()):
@@ -74,12 +80,6 @@ def main() -> int:
             if role not in shown:
                 shown.add(role)
                 print(f"{role}: {_image(pid)}")
-        answer = "```python\ndef add(a, b):\n    return a + b\n```"
-        tests = [{"input": [i, 2], "expected": i + 2} for i in range(args.calls)]
-        spec = UnitTestReward(tests, entry="add")
-        session = client.create_session("python3").session_id
-        for _ in range(20):  # warm: the session's namespace, the workers
-            grade(client, "python3", answer, spec, session_id=session)
         before = {pid: _cpu(pid) for pid in ours}
         started = time.perf_counter()
         for _ in range(args.grades):
