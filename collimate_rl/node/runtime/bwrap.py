@@ -303,6 +303,21 @@ GROUP = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"
 HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost\n"
 
 
+def memfd_holding(text: str, name: str) -> int:
+    """An in-memory file holding ``text``, read from its start (close-on-exec: hand it
+    over as a child's stdin or with ``pass_fds``)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 class FdSet:
     """File descriptors handed to bwrap; closed in the parent afterwards."""
 
@@ -315,9 +330,7 @@ class FdSet:
         return fd
 
     def data(self, text: str) -> int:
-        fd = os.memfd_create("collimate-etc", os.MFD_CLOEXEC)
-        os.write(fd, text.encode())
-        os.lseek(fd, 0, os.SEEK_SET)
+        fd = memfd_holding(text, "collimate-etc")
         self.fds.append(fd)
         return fd
 

@@ -84,20 +84,6 @@ class HostRuntime(Protocol):
     def note_host(self, pid: int) -> None: ...
 
 
-def _memfd(text: str) -> int:
-    """An in-memory file holding ``text``, read from its start (a child's stdin)."""
-    fd = os.memfd_create("collimate-config", os.MFD_CLOEXEC)
-    try:
-        data = text.encode("utf-8")
-        while data:
-            data = data[os.write(fd, data) :]
-        os.lseek(fd, 0, os.SEEK_SET)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
 def _limits_dict(limits: Limits) -> dict[str, int]:
     return {
         "cpu_seconds": limits.cpu_seconds,
@@ -165,7 +151,7 @@ class TemplateHost:
                         drop()
 
             # the config arrives on stdin (see the supervisor's ``master.main``)
-            config = _memfd(config_text)
+            config = bw.memfd_holding(config_text, "collimate-config")
             with open(self.dir / "stderr.log", "wb") as err:
                 return subprocess.Popen(
                     argv,

@@ -399,15 +399,15 @@ def _take_low_fds() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``supervisor.py master SOCK_DIR CONFIG``: serve forever.
+    """``supervisor.py master SOCK_DIR CONFIG_JSON|-``: serve forever.
 
-    ``CONFIG`` is the JSON text, or ``-``: read it from stdin (the node's way). A
+    The config is the JSON text, or ``-``: read it from stdin (the node's way). A
     long argument costs every process forked from this one its copies (the
     interpreter keeps ``argv`` twice, as wide strings, ~20 bytes of image per
     byte of argument), and the warm modules' code is most of the config.
     """
     if len(argv) != 2:
-        print("usage: supervisor.py master SOCK_DIR CONFIG", file=sys.stderr)
+        print("usage: supervisor.py master SOCK_DIR CONFIG_JSON|-", file=sys.stderr)
         return 2
     cfg = json.loads(_read_stdin() if argv[1] == "-" else argv[1])
     for path in reversed(cfg.get("sys_path") or []):

@@ -3,8 +3,8 @@
 The node starts it as ``python -I -S -B supervisor.py master SOCK_DIR -`` with
 the config on stdin (a template's fork-server) or ``... supervisor.py bake
 CONFIG`` (a one-shot bake), inside the template's container, where ``-I`` keeps
-this folder off ``sys.path``. So that every module here can use plain relative imports, both
-in the sandbox and on the host (where this folder is the package
+this folder off ``sys.path``. So that every module here can use plain relative
+imports, both in the sandbox and on the host (where this folder is the package
 ``collimate_rl.node.runtime._sandbox``), this script loads its own folder as
 the package :data:`PACKAGE` and runs the command from there. That is the one
 way the modules find each other; nothing loads a sibling by path.
