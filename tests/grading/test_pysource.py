@@ -1,7 +1,9 @@
-"""Reading candidate source on the client: safe from many grading threads at once."""
+"""Reading candidate source on the client: every node, each recent source once, and safe
+from many grading threads at once."""
 
 from __future__ import annotations
 
+import ast
 import gc
 import threading
 import time
@@ -30,11 +32,14 @@ def test_parsing_from_many_threads_never_trips_cpython_ast_state() -> None:
     deadline = time.monotonic() + 2.0
 
     def work() -> None:
+        rounds = 0
         while time.monotonic() < deadline and not errors:
             [_Cycle() for _ in range(20)]
+            rounds += 1
+            fresh = f"{source}\n# {threading.get_ident()} {rounds}"  # parsed, not remembered
             try:
-                assert parse(source) is not None
-                assert "f0" in describe(source).defines
+                assert parse(fresh) is not None
+                assert "f0" in describe(fresh).defines
             except BaseException as exc:
                 errors.append(exc)
 
@@ -49,3 +54,25 @@ def test_parsing_from_many_threads_never_trips_cpython_ast_state() -> None:
     finally:
         gc.set_threshold(*threshold)
     assert errors == []
+
+
+def test_the_node_walk_reaches_every_node_ast_walk_does() -> None:
+    from collimate_envs.tasks import load_task_set
+    from collimate_rl.grading._pysource import _nodes
+
+    for task in load_task_set("humaneval"):
+        for source in (task.reference_solution or "", str(task.starter_code or "")):
+            tree = parse(source)
+            assert tree is not None
+            assert {id(n) for n in _nodes(tree)} == {id(n) for n in ast.walk(tree)}
+
+
+def test_recent_sources_are_read_once_and_large_ones_every_time() -> None:
+    small = "def f(x):\n    return g(x)\n"
+    assert describe(small) is describe(small)
+    assert parse(small) is parse(small)
+    assert describe(small).needs == {"g"}
+    large = small + "#" * (64 << 10)
+    assert parse(large) is not parse(large)
+    assert describe(large) is not describe(large)
+    assert describe(large).needs == describe(small).needs
