@@ -14,6 +14,9 @@ variants over ``--rounds`` rounds and printing medians:
 * a box in an existing member (fresh user/pid/mount namespaces, ``/proc``, ``/.collimate``
   covered, capabilities, seccomp, rlimits) + exit, with a pooled network namespace and
   with a fresh one (``CLONE_NEWNET``);
+* the same box built up one set-up step at a time (``box.py``'s order: the clone alone,
+  then + the uid map, + ``/proc``, + the cover, + capabilities, + seccomp, + rlimits), so
+  each step's cost is the difference between two rows;
 * a whole rollout's share: member namespace + box + the workload, both ways.
 """
 
@@ -85,7 +88,7 @@ def _inner(args: argparse.Namespace) -> int:  # pragma: no cover - runs in the c
     home = Home.enter()
     common.freeze_heap()
     members = Members(home, 1 << 30)
-    filt = seccomp.build_seccomp_filter()
+    filt = seccomp.PreparedFilter(seccomp.build_seccomp_filter())  # as the master has it
     caps = sc.cap_last()
     limits = {
         "cpu_seconds": 60,
@@ -111,26 +114,37 @@ def _inner(args: argparse.Namespace) -> int:  # pragma: no cover - runs in the c
         members.mount(m)
         return m
 
-    def box_body(do_work: bool) -> None:
-        proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
-        sc.write_id_maps(proc, 1000, 1000, 1000)
-        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC, None)
-        flags = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
-        sc.mount("none", "/.collimate", "tmpfs", flags, "size=4k,mode=0555")
-        hardening.drop_all_capabilities(caps, bounding=True)
-        seccomp.load_seccomp(filt)
-        hardening.apply_limits(limits)
-        os.chdir("/sandbox")
-        if do_work:
-            exec(work, {})
+    steps = ("uid map", "/proc", "/.collimate covered", "capabilities", "seccomp", "rlimits")
 
-    def box(m: Member, fresh_net: bool = False, do_work: bool = False) -> None:
+    def box_body(upto: int) -> None:
+        """The first ``upto`` set-up steps of a box (``box.py``), in its order."""
+        if upto > 0:
+            proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
+            sc.write_id_maps(proc, 1000, 1000, 1000)
+        if upto > 1:
+            sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC, None)
+        if upto > 2:
+            flags = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
+            sc.mount("none", "/.collimate", "tmpfs", flags, "size=4k,mode=0555")
+        if upto > 3:
+            hardening.drop_all_capabilities(caps, bounding=True)
+        if upto > 4:
+            seccomp.load_seccomp(filt)
+        if upto > 5:
+            hardening.apply_limits(limits)
+            os.chdir("/sandbox")
+
+    def box(
+        m: Member, fresh_net: bool = False, do_work: bool = False, upto: int = len(steps)
+    ) -> None:
         flags = sc.CLONE_NEWUSER | sc.CLONE_NEWPID | sc.CLONE_NEWNS
         with home.inside(mnt=m.mnt, ipc=m.ipc, net=-1 if fresh_net else slot):
             pid = sc.clone_process(flags | (sc.CLONE_NEWNET if fresh_net else 0))
             if pid == 0:
                 try:
-                    box_body(do_work)
+                    box_body(upto)
+                    if do_work:
+                        exec(work, {})
                 except BaseException:
                     os._exit(1)
                 os._exit(0)
@@ -164,6 +178,11 @@ def _inner(args: argparse.Namespace) -> int:  # pragma: no cover - runs in the c
         ("member mount namespace built in-process, then dropped", drop_member),
         ("box in an existing member, pooled netns, + exit", lambda: box(kept)),
         ("box in an existing member, fresh netns, + exit", lambda: box(kept, True)),
+        ("set-up ladder: the clone alone (namespaces) + exit", lambda: box(kept, upto=0)),
+        *(
+            (f"set-up ladder: ... + {step}", lambda n=n: box(kept, upto=n))
+            for n, step in enumerate(steps, 1)
+        ),
         ("rollout: member namespace + box (pooled netns) + workload", lambda: rollout(False)),
         ("rollout: member namespace + box (fresh netns) + workload", lambda: rollout(True)),
     ]

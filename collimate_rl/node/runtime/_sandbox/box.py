@@ -149,7 +149,7 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     os.closerange(len(spec.fds) + (ready >= 0), 1 << 16)
     spec.fds, spec.ready_w = list(range(len(spec.fds))), ready  # where they are now
     drop_all_capabilities(spec.cap_last, bounding=True)
-    load_seccomp(bytes(spec.cfg["_seccomp"]))
+    load_seccomp(spec.cfg["_seccomp"])  # prepared by the master
     return ready
 
 

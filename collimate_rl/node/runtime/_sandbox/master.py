@@ -34,7 +34,7 @@ from .home import Home
 from .layout import INTERNAL_DIR
 from .light import LightSessions
 from .members import Members
-from .seccomp import build_seccomp_filter
+from .seccomp import PreparedFilter, build_seccomp_filter
 from .service_link import unlink_service_files
 from .session_setup import SessionSetup
 from .syscalls import PR_SET_CHILD_SUBREAPER, cap_last, prctl, set_name
@@ -69,9 +69,10 @@ class Master(SessionSetup, LightSessions):
         import importlib
 
         if self.isolated:
-            self.cfg["_seccomp"] = build_seccomp_filter()
+            self.cfg["_seccomp"] = PreparedFilter(build_seccomp_filter())
             # services and networked sessions: IP sockets too (their namespace has only lo)
-            self.cfg["_seccomp_inet"] = build_seccomp_filter(allow_inet=True, ip_only=True)
+            inet = build_seccomp_filter(allow_inet=True, ip_only=True)
+            self.cfg["_seccomp_inet"] = PreparedFilter(inet)
         try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
             # (popped: their encoded code would stay in every image forked from here)
             load_warm_modules(self.cfg.pop("warm_modules", None))

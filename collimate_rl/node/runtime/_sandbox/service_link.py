@@ -83,7 +83,7 @@ class ServiceLink:
             # (every session's sockets, the master's), which /proc/<K>/fd would
             # otherwise hand to any process of the session's uid.
             prctl(PR_SET_DUMPABLE, 0)
-            load_seccomp(bytes(self.cfg["_seccomp_inet"]))
+            load_seccomp(self.cfg["_seccomp_inet"])
             import resource
 
             apply_limits(dict(self.cfg["limits"], cpu_seconds=resource.RLIM_INFINITY))

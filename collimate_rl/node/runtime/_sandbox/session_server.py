@@ -74,7 +74,7 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         # only loopback, where the egress relay R is their one way out.
         self.networked = networked and isolated
         filter_key = "_seccomp_inet" if self.networked else "_seccomp"
-        self.seccomp = bytes(cfg.get(filter_key) or b"") if isolated else b""
+        self.seccomp: bytes = (cfg.get(filter_key) or b"") if isolated else b""  # prepared
         if isolated:
             drop_bounding_set(self.cap_last)
         self.execs: dict[int, RunningExec] = {}
