@@ -22,6 +22,7 @@ from collimate_rl.wire._core import (
     run_sync,
 )
 from collimate_rl.wire._environments import environment_factories
+from collimate_rl.wire._http11 import AsyncNodeHTTP, NodeHTTP
 from collimate_rl.wire._transport import async_send, sync_send
 
 __all__ = ["AsyncClientBase", "ClientBase", "SyncClientBase", "check_url"]
@@ -87,9 +88,9 @@ class ClientBase:
 
 
 class SyncClientBase(ClientBase):
-    """Blocking I/O: one pooled ``httpx.Client``; a context manager."""
+    """Blocking I/O: one pooled client (httpx, or a daemon's ``NodeHTTP``); a context manager."""
 
-    _http: httpx.Client
+    _http: httpx.Client | NodeHTTP
     _sleep: Callable[[float], None] = staticmethod(default_sleep)
 
     def _run(self, flow: Flow[T]) -> T:
@@ -134,9 +135,9 @@ class SyncClientBase(ClientBase):
 
 
 class AsyncClientBase(ClientBase):
-    """Async I/O: one pooled ``httpx.AsyncClient``; an async context manager."""
+    """Async I/O: one pooled client (httpx, or ``AsyncNodeHTTP``); an async context manager."""
 
-    _http: httpx.AsyncClient
+    _http: httpx.AsyncClient | AsyncNodeHTTP
     _sleep: Callable[[float], Awaitable[None]] = staticmethod(default_async_sleep)
 
     async def _run(self, flow: Flow[T]) -> T:

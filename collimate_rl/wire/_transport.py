@@ -1,5 +1,9 @@
-"""httpx plumbing: pooled keep-alive clients over TCP or a unix socket, and the
-two I/O functions the drivers call. Nothing here knows the contract.
+"""The transports: pooled keep-alive clients over TCP or a unix socket, and the two I/O
+functions the drivers call. Nothing here knows the contract.
+
+A daemon on a plain connection (a unix socket or ``http://``) gets the small HTTP/1.1
+client of :mod:`collimate_rl.wire._http11`; TLS, a gateway and a caller's own ``httpx``
+transport (tests, proxies) get httpx.
 """
 
 from __future__ import annotations
@@ -12,11 +16,14 @@ import httpx
 from collimate_rl._bearer import bearer_headers
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.wire._core import RawResponse, Request
+from collimate_rl.wire._http11 import AsyncNodeHTTP, NodeHTTP
 
 __all__ = [
     "UDS_BASE",
     "async_send",
     "make_async_http",
+    "make_async_node_http",
+    "make_node_http",
     "make_sync_http",
     "node_auth_headers",
     "sync_send",
@@ -80,12 +87,52 @@ def make_async_http(
     )
 
 
+def make_node_http(
+    base: str,
+    *,
+    unix_socket: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> httpx.Client | NodeHTTP:
+    """A daemon client's pool: :class:`NodeHTTP` on a plain connection, else httpx.
+
+    >>> type(make_node_http("http://127.0.0.1:8080")).__name__
+    'NodeHTTP'
+    >>> type(make_node_http("https://node.example")).__name__
+    'Client'
+    """
+    if transport is None and base.startswith("http:"):
+        return NodeHTTP(base, unix_socket=unix_socket, headers={**_HEADERS, **(headers or {})})
+    return make_sync_http(
+        unix_socket=unix_socket, transport=transport, headers=headers, tls=base.startswith("https:")
+    )
+
+
+def make_async_node_http(
+    base: str,
+    *,
+    unix_socket: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> httpx.AsyncClient | AsyncNodeHTTP:
+    """The async twin of :func:`make_node_http`."""
+    if transport is None and base.startswith("http:"):
+        return AsyncNodeHTTP(base, unix_socket=unix_socket, headers={**_HEADERS, **(headers or {})})
+    return make_async_http(
+        unix_socket=unix_socket, transport=transport, headers=headers, tls=base.startswith("https:")
+    )
+
+
 def _content(req: Request) -> bytes | None:
     return None if req.body is None else json.dumps(req.body).encode("utf-8")
 
 
-def sync_send(http: httpx.Client, base: str, req: Request) -> RawResponse:
+def sync_send(http: httpx.Client | NodeHTTP, base: str, req: Request) -> RawResponse:
     """Perform one attempt; httpx errors propagate to the driver."""
+    if isinstance(http, NodeHTTP):
+        return http.request(
+            req.method, req.path, content=_content(req), params=req.params, timeout=req.timeout
+        )
     resp = http.request(
         req.method,
         base + req.path,
@@ -96,8 +143,14 @@ def sync_send(http: httpx.Client, base: str, req: Request) -> RawResponse:
     return RawResponse(resp.status_code, resp.reason_phrase, resp.content)
 
 
-async def async_send(http: httpx.AsyncClient, base: str, req: Request) -> RawResponse:
+async def async_send(
+    http: httpx.AsyncClient | AsyncNodeHTTP, base: str, req: Request
+) -> RawResponse:
     """The async twin of :func:`sync_send`."""
+    if isinstance(http, AsyncNodeHTTP):
+        return await http.request(
+            req.method, req.path, content=_content(req), params=req.params, timeout=req.timeout
+        )
     resp = await http.request(
         req.method,
         base + req.path,

@@ -26,8 +26,8 @@ from collimate_rl.wire._base import AsyncClientBase, SyncClientBase, check_url
 from collimate_rl.wire._env import DEFAULT_SESSION_SOCKET, resolve_transport
 from collimate_rl.wire._transport import (
     UDS_BASE,
-    make_async_http,
-    make_sync_http,
+    make_async_node_http,
+    make_node_http,
     node_auth_headers,
 )
 from collimate_rl.wire.models import (
@@ -101,11 +101,11 @@ class CollimateClient(SyncClientBase):
         self.base = UDS_BASE if unix_socket else check_url(base_url)
         if sleep is not None:
             self._sleep = sleep
-        self._http = make_sync_http(
+        self._http = make_node_http(
+            self.base,
             unix_socket=unix_socket,
             transport=transport,
             headers=node_auth_headers(token),
-            tls=self.base.startswith("https:"),
         )
 
     @classmethod
@@ -284,11 +284,11 @@ class AsyncCollimateClient(AsyncClientBase):
         self.base = UDS_BASE if unix_socket else check_url(base_url)
         if sleep is not None:
             self._sleep = sleep
-        self._http = make_async_http(
+        self._http = make_async_node_http(
+            self.base,
             unix_socket=unix_socket,
             transport=transport,
             headers=node_auth_headers(token),
-            tls=self.base.startswith("https:"),
         )
 
     @classmethod

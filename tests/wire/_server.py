@@ -7,6 +7,7 @@ when a route's queue is empty it asks ``fallback`` (a callable), else answers
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -41,14 +42,22 @@ class Recorded:
     headers: dict[str, str]
     raw: bytes
     body: Any = field(default=None)
+    connection: int = 0  # which of the server's connections carried it (1, 2, ...)
 
 
 Fallback = Callable[[Recorded], Reply]
 
 
+_CONNECTIONS = itertools.count(1)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Any
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection_number = next(_CONNECTIONS)  # one handler per connection
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -71,6 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             raw=raw,
             body=body,
+            connection=self.connection_number,
         )
         reply = self.server.scripted.dispatch(rec)
         if reply.delay:

@@ -288,7 +288,7 @@ def test_keep_alive_reuses_the_connection(server: ScriptedServer, make_client: M
     for _ in range(5):
         client.health()
     assert len(server.calls()) == 5
-    assert client._http._transport._pool.connections.__len__() == 1  # type: ignore[attr-defined]
+    assert len({call.connection for call in server.calls()}) == 1
 
 
 def test_context_manager_closes(server: ScriptedServer) -> None:
