@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/noop_split.py [--samples 150] [--rounds 3]
 
 Starts a node (``collimate serve`` on a unix socket, from a temporary directory) and
-prints the p50 in ms of each no-op, median over ``rounds`` rounds of ``samples`` each:
+prints the p50 in ms of each no-op, median over ``rounds`` rounds of ``samples`` each, and
+the client's own CPU per call of the direct calls (thread time: what the client library
+costs):
 
 * ``get``: ``GET /sessions/{id}``, the client and the node's HTTP with no sandbox work;
 * ``exec ':'`` and ``exec pass``: a light session's exec of a shell no-op and a Python one;
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
 
 import _local_node
@@ -47,10 +50,18 @@ def main() -> int:
             "env.step(':')": lambda: shell_step_latencies(client, args.samples),
         }
         p50s: dict[str, list[float]] = {name: [] for name in probes}
+        cpu: dict[str, list[float]] = {name: [] for name in probes}
         for _ in range(args.rounds):
             for name, probe in probes.items():
+                start = time.thread_time()
                 p50s[name].append(statistics.median(probe()))
+                cpu[name].append((time.thread_time() - start) * 1000 / (args.samples + 5))
         print("  ".join(f"{name} {statistics.median(v):.2f}" for name, v in p50s.items()))
+        direct = [name for name in probes if not name.startswith("env.")]  # (no env set-up)
+        print(
+            "client CPU ms per call: "
+            + "  ".join(f"{name} {statistics.median(cpu[name]):.2f}" for name in direct)
+        )
         client.delete_session(session)
     finally:
         node.terminate()

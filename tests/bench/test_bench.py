@@ -325,7 +325,9 @@ def test_benchmark_scripts_import(script: str) -> None:
     assert module.main is main
 
 
-@pytest.mark.parametrize("script", ["box_cost.py", "noop_split.py", "profile_split.py"])
+@pytest.mark.parametrize(
+    "script", ["box_cost.py", "noop_split.py", "prep_cost.py", "profile_split.py"]
+)
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
     # run as documented: by path, from outside the checkout (they share _local_node.py)
     run = subprocess.run(
@@ -337,3 +339,20 @@ def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
+
+
+def test_prep_cost_measures_every_humaneval_rollout(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "prep_cost.py"), "--rounds", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    head, numbers = run.stdout.strip().splitlines()
+    assert head.startswith("humaneval: 328 rollouts")
+    fields = numbers.split()
+    assert fields[0] == "extract" and fields[-3:-1] == ["+", "build"]
+    assert all(float(fields[i]) > 0 for i in (1, 3, -1))
