@@ -17,7 +17,6 @@ True
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -26,6 +25,8 @@ import time
 from collections.abc import Mapping
 from urllib.parse import urlencode, urlsplit
 
+import anyio
+import anyio.abc
 import httpx
 
 from collimate_rl.wire._core import RawResponse
@@ -274,7 +275,19 @@ def _still_open(sock: socket.socket) -> bool:
     return False
 
 
-def _lost(unsent: OSError | None, read_error: OSError | None) -> httpx.TransportError:
+def _stream_still_open(stream: anyio.abc.SocketStream) -> bool:
+    """:func:`_still_open` for an async stream (its socket object is the event loop's own
+    wrapper: a duplicate descriptor of the same socket is peeked)."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    try:
+        probe = socket.fromfd(raw.fileno(), raw.family, raw.type)
+    except OSError:
+        return False
+    with probe:
+        return _still_open(probe)
+
+
+def _lost(unsent: Exception | None, read_error: Exception | None) -> httpx.TransportError:
     """The error for a reply that never came: the request's, if it could not be sent whole."""
     if unsent is not None:
         return httpx.WriteError(str(unsent) or type(unsent).__name__)
@@ -284,11 +297,11 @@ def _lost(unsent: OSError | None, read_error: OSError | None) -> httpx.Transport
 
 
 class AsyncNodeHTTP:
-    """The async twin of :class:`NodeHTTP`, for one event loop."""
+    """The async twin of :class:`NodeHTTP` (on anyio: asyncio or trio, as httpx is)."""
 
     def __init__(self, base: str, *, unix_socket: str | None, headers: Mapping[str, str]) -> None:
         self._endpoint = _Endpoint(base, unix_socket, headers)
-        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
+        self._idle: list[tuple[anyio.abc.SocketStream, float]] = []
         self._closed = False
 
     async def request(
@@ -298,62 +311,62 @@ class AsyncNodeHTTP:
         *,
         content: bytes | None,
         params: Mapping[str, str] | None,
-        timeout: float | None,
+        timeout: float | None,  # noqa: ASYNC109 (per read and write, as httpx's timeouts)
     ) -> RawResponse:
         data = self._endpoint.request_bytes(method, path, content, params)
-        reader, writer = self._take() or await self._connect(timeout)
+        stream = await self._take() or await self._connect(timeout)
         keep = False
         try:
-            unsent: OSError | None = None
+            unsent: Exception | None = None
             try:
-                writer.write(data)
-                await asyncio.wait_for(writer.drain(), timeout)
-            except asyncio.TimeoutError as exc:
+                with anyio.fail_after(timeout):
+                    await stream.send(data)
+            except TimeoutError as exc:
                 raise httpx.WriteTimeout("write timed out") from exc
-            except OSError as exc:  # the server may have answered and closed (a 413)
+            except (OSError, anyio.BrokenResourceError) as exc:  # answered and closed (a 413)?
                 unsent = exc
             parser = ResponseParser()
             while True:
                 try:
-                    chunk = await asyncio.wait_for(reader.read(_CHUNK), timeout)
-                except asyncio.TimeoutError as exc:
+                    with anyio.fail_after(timeout):
+                        chunk = await stream.receive(_CHUNK)
+                except TimeoutError as exc:
                     raise httpx.ReadTimeout("read timed out") from exc
-                except OSError as exc:
-                    raise _lost(unsent, exc) from (unsent or exc)
-                if not chunk:
+                except anyio.EndOfStream:
                     raise _lost(unsent, None) from unsent
+                except (OSError, anyio.BrokenResourceError) as exc:
+                    raise _lost(unsent, exc) from (unsent or exc)
                 if parser.feed(chunk):
                     break
             keep = parser.keep_alive and unsent is None
             return RawResponse(parser.status, parser.reason, parser.body)
         finally:
             if keep and not self._closed:
-                self._idle.append((reader, writer, time.monotonic()))
+                self._idle.append((stream, time.monotonic()))
             else:
-                writer.close()
+                with anyio.CancelScope(shield=True):  # (also when the caller was cancelled)
+                    await stream.aclose()
 
-    async def _connect(
-        self, timeout: float | None
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, timeout: float | None) -> anyio.abc.SocketStream:  # noqa: ASYNC109
         ep = self._endpoint
         try:
-            if ep.unix_socket is not None:
-                opening = asyncio.open_unix_connection(ep.unix_socket, limit=_CHUNK)
-            else:
-                opening = asyncio.open_connection(ep.host, ep.port, limit=_CHUNK)
-            return await asyncio.wait_for(opening, timeout)
-        except asyncio.TimeoutError as exc:
+            with anyio.fail_after(timeout):
+                if ep.unix_socket is not None:
+                    return await anyio.connect_unix(ep.unix_socket)
+                return await anyio.connect_tcp(ep.host, ep.port)
+        except TimeoutError as exc:
             raise httpx.ConnectTimeout("connect timed out") from exc
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
 
-    def _take(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _take(self) -> anyio.abc.SocketStream | None:
+        """An idle stream the server has not closed, or ``None``."""
         while self._idle:
-            reader, writer, since = self._idle.pop()
-            fresh = time.monotonic() - since < IDLE_SECONDS
-            if fresh and not reader.at_eof() and not writer.is_closing():
-                return reader, writer
-            writer.close()
+            stream, since = self._idle.pop()
+            if time.monotonic() - since < IDLE_SECONDS and _stream_still_open(stream):
+                return stream
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await stream.aclose()
         return None
 
     @property
@@ -364,7 +377,6 @@ class AsyncNodeHTTP:
     async def aclose(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
-        for _, writer, _ in idle:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+        for stream, _ in idle:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await stream.aclose()

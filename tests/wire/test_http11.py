@@ -7,13 +7,13 @@ own: a response split anywhere, a server that closes idle connections, a fork.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import socket
 import threading
 import time
 
+import anyio
 import httpx
 import pytest
 from hypothesis import given
@@ -164,17 +164,17 @@ def test_a_connection_that_went_idle_and_closed_is_not_reused() -> None:
         server.close()
 
 
-def test_the_async_client_opens_a_new_connection_too() -> None:
-    server = _CountingServer(per_connection=1)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_async_client_keeps_its_connections_on_either_event_loop(backend: str) -> None:
+    server = _CountingServer(per_connection=2)
 
-    async def run() -> None:
+    async def run() -> list[str]:
         async with AsyncCollimateClient(server.url, retries=0) as client:
-            for _ in range(3):
-                assert (await client.health()).status == "ok"
+            return [(await client.health()).status for _ in range(4)]
 
     try:
-        asyncio.run(run())
-        assert server.connections == 3
+        assert anyio.run(run, backend=backend) == ["ok"] * 4
+        assert server.connections == 2  # two requests on each, then the server's close
     finally:
         server.close()
 
