@@ -286,6 +286,8 @@ class PreparedFilter(bytes):
     """
 
     address: int
+    _buffer: ctypes.Array[ctypes.c_char]
+    _fprog: _SockFprog
 
     def __new__(cls, program: bytes) -> PreparedFilter:
         self = super().__new__(cls, program)
