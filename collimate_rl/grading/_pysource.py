@@ -19,6 +19,8 @@ import functools
 import keyword
 import re
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["SourceInfo", "compiles", "describe", "is_incomplete", "parse", "parse_or_error"]
 
@@ -46,7 +48,21 @@ _PARSING = threading.Lock()
 _MEMO_MAX_CHARS = 64 << 10
 _MEMO_SIZE = 32
 
+T = TypeVar("T")
 
+
+def _remember_recent(read: Callable[[str], T]) -> Callable[[str], T]:
+    """``read``, keeping its results for the last few small sources (shared between callers)."""
+    recent = functools.lru_cache(maxsize=_MEMO_SIZE)(read)
+
+    @functools.wraps(read)
+    def reader(source: str) -> T:
+        return read(source) if len(source) > _MEMO_MAX_CHARS else recent(source)
+
+    return reader
+
+
+@_remember_recent
 def parse_or_error(source: str) -> ast.Module | SyntaxError:
     """The module's syntax tree, or the :class:`SyntaxError` that stops it.
 
@@ -57,12 +73,6 @@ def parse_or_error(source: str) -> ast.Module | SyntaxError:
     >>> parse_or_error("x = 1") is parse_or_error("x = 1")
     True
     """
-    if len(source) > _MEMO_MAX_CHARS:
-        return _parse(source)
-    return _parse_recent(source)
-
-
-def _parse(source: str) -> ast.Module | SyntaxError:
     try:
         with _PARSING:
             return ast.parse(source)
@@ -70,9 +80,6 @@ def _parse(source: str) -> ast.Module | SyntaxError:
         return exc
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, too deep
         return SyntaxError(f"{type(exc).__name__}: {exc}")
-
-
-_parse_recent = functools.lru_cache(maxsize=_MEMO_SIZE)(_parse)
 
 
 def parse(source: str) -> ast.Module | None:
@@ -137,17 +144,12 @@ class SourceInfo:
         return entry in self.defines or entry in self.defined_anywhere
 
 
+@_remember_recent
 def describe(source: str) -> SourceInfo:
     """Analyse ``source`` (exactly when it parses, by its lines when it does not).
 
     Recent sources' results are shared, as :func:`parse_or_error`'s trees are.
     """
-    if len(source) > _MEMO_MAX_CHARS:
-        return _describe(source)
-    return _describe_recent(source)
-
-
-def _describe(source: str) -> SourceInfo:
     tree = parse(source)
     if tree is None:
         return _describe_lines(source)
@@ -170,9 +172,6 @@ def _describe(source: str) -> SourceInfo:
         elif isinstance(sub, ast.ExceptHandler) and sub.name:
             bound.add(sub.name)
     return SourceInfo(tree, frozenset(top), frozenset(anywhere), frozenset(loaded - bound))
-
-
-_describe_recent = functools.lru_cache(maxsize=_MEMO_SIZE)(_describe)
 
 
 def _nodes(tree: ast.AST) -> list[ast.AST]:

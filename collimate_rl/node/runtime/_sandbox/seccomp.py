@@ -299,8 +299,5 @@ class PreparedFilter(bytes):
 
 def load_seccomp(program: bytes) -> None:
     """Install ``program`` on the calling thread (needs no_new_privs or CAP_SYS_ADMIN)."""
-    if isinstance(program, PreparedFilter):
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program.address)
-        return
-    ready = PreparedFilter(program)
+    ready = program if isinstance(program, PreparedFilter) else PreparedFilter(program)
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ready.address)
