@@ -5,7 +5,8 @@
 Starts a node (``collimate serve`` on a unix socket, from a temporary directory) and
 prints the p50 in ms of each no-op, median over ``rounds`` rounds of ``samples`` each, and
 the client's own CPU per call of the direct calls (thread time: what the client library
-costs):
+costs) and everyone's (client, node and sandboxes: a cpuacct cgroup as root, else the
+machine's busy time):
 
 * ``get``: ``GET /sessions/{id}``, the client and the node's HTTP with no sandbox work;
 * ``exec ':'`` and ``exec pass``: a light session's exec of a shell no-op and a Python one;
@@ -24,6 +25,7 @@ from collections.abc import Callable
 
 import _local_node
 
+from collimate_rl.bench.cpu import CpuMeter
 from collimate_rl.bench.latency import shell_step_latencies
 from collimate_rl.bench.stats import latencies_ms
 from collimate_rl.wire import CollimateClient
@@ -34,6 +36,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    meter = CpuMeter.start()  # before the node: it and its sandboxes join the count
     node, sock = _local_node.start("collimate-noop-")
     try:
         client = CollimateClient(unix_socket=sock, timeout=60)
@@ -51,16 +54,22 @@ def main() -> int:
         }
         p50s: dict[str, list[float]] = {name: [] for name in probes}
         cpu: dict[str, list[float]] = {name: [] for name in probes}
+        everyone: dict[str, list[float]] = {name: [] for name in probes}
         for _ in range(args.rounds):
             for name, probe in probes.items():
-                start = time.thread_time()
+                start, spent = time.thread_time(), meter.read()
                 p50s[name].append(statistics.median(probe()))
                 cpu[name].append((time.thread_time() - start) * 1000 / (args.samples + 5))
+                everyone[name].append((meter.read() - spent) / (args.samples + 5))
         print("  ".join(f"{name} {statistics.median(v):.2f}" for name, v in p50s.items()))
         direct = [name for name in probes if not name.startswith("env.")]  # (no env set-up)
         print(
             "client CPU ms per call: "
             + "  ".join(f"{name} {statistics.median(cpu[name]):.2f}" for name in direct)
+        )
+        print(
+            f"all CPU ms per call ({meter.kind}): "
+            + "  ".join(f"{name} {statistics.median(v):.2f}" for name, v in everyone.items())
         )
         client.delete_session(session)
     finally:

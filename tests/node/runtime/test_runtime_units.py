@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from collimate_rl.node.runtime._sandbox import layers, running_exec, seeding, syscalls
+from collimate_rl.node.runtime._sandbox import box, layers, running_exec, seeding, syscalls
 from collimate_rl.node.runtime._sandbox import seccomp as sv
 
 from ._bpf import run_bpf
@@ -91,3 +91,21 @@ def test_seed_words_and_timeout_message() -> None:
 def test_overlay_option_length_is_bounded() -> None:
     with pytest.raises(OSError):
         layers.overlay_options([f"/.collimate/s/abc/u{i}" for i in range(400)], "/x", 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "fit"),
+    [
+        ({}, True),
+        ({"cpu_seconds": -1, "address_space_bytes": -1}, True),  # unlimited
+        ({"cpu_seconds": 0}, False),  # the init's own CPU would meet RLIMIT_CPU
+        ({"open_files": 8}, False),  # too few descriptors to take the next pipes
+        ({"address_space_bytes": 64 << 20}, False),  # no room to read the next job
+    ],
+)
+def test_an_exec_box_serves_again_only_under_limits_that_leave_it_room(
+    change: dict[str, int], fit: bool
+) -> None:
+    limits = {"cpu_seconds": 3600, "address_space_bytes": 64 << 30, "open_files": 256}
+    spec = box.BoxSpec("exec", [], -1, {"limits": {**limits, **change}}, 40)
+    assert box._fit_for_another(spec) is fit

@@ -1,8 +1,9 @@
-"""Standby exec boxes (``_sandbox/boxes.py``): a busy session's next exec box, cloned early.
+"""Standby exec boxes (``_sandbox/boxes.py``): a busy session's next exec box, kept or cloned early.
 
 A standby box must behave exactly like a box cloned on demand: the session's
 files, nobody else's, nothing left behind, and never a stale view of the session
-(a fork freezes the layer an older box would still write).
+(a fork freezes the layer an older box would still write). A box kept from the
+session's last exec must, besides, hold nothing of that exec but its files.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ async def test_a_busy_session_gets_one_standby_box_that_goes_with_it(rt: LocalRu
         assert (await master_stats(sess))["standby"] == 0  # one exec is no pattern yet
         await busy(sess, 3)
         await stat_settles(sess, "standby", 1)
-        out = await run(sess, code="import os; print(os.getpid())")
-        assert out.exit_code == 0 and out.output == b"2\n", out  # the job of a box's init
+        out = await run(sess, code="import os; print(os.getppid())")
+        assert out.exit_code == 0 and out.output == b"1\n", out  # the job of a box's init
     finally:
         await sess.close()
     stats = await stat_settles(sess, "boxes", 0)
@@ -125,5 +126,116 @@ async def test_a_standby_box_that_died_waiting_is_never_handed_out(rt: LocalRunt
             await asyncio.sleep(delay)
             out = await run(sess, command="echo alive")
             assert out.exit_code == 0 and out.output == b"alive\n", (delay, out)
+    finally:
+        await sess.close()
+
+
+async def test_a_busy_sessions_exec_box_serves_its_next_execs(rt: LocalRuntime) -> None:
+    (sess,) = await sessions(rt, 1)
+    try:
+        others = exec_boxes()
+        await busy(sess)
+        kept = (await stat_settles(sess, "standby", 1))["kept"]
+        serving = exec_boxes() - others
+        assert len(serving) == 1, serving
+        for i in range(5):
+            out = await run(sess, command=f"echo {i}")
+            assert out.exit_code == 0 and out.output == f"{i}\n".encode(), out
+            out = await run(sess, code=f"print({i} * 2)")
+            assert out.exit_code == 0 and out.output == f"{i * 2}\n".encode(), out
+        assert exec_boxes() - others == serving  # one box served all ten: no clone
+        assert (await master_stats(sess))["kept"] == kept + 10
+    finally:
+        await sess.close()
+    for _ in range(200):  # and it goes with the session
+        if not exec_boxes() & serving:
+            break
+        await asyncio.sleep(0.02)
+    assert not exec_boxes() & serving
+
+
+#: An exec that tries to outlive itself in its box, and to reach the box's init.
+LINGER = r"""
+sleep 600 &
+setsid sleep 600 &
+(trap '' HUP TERM INT; exec sleep 600) &
+python3 -c 'import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(0.3)
+        open("/sandbox/late", "w").write("written after the exec ended")
+        time.sleep(600)' &
+kill -STOP 1; kill -KILL 1; kill -TERM 1
+ls /proc/1/fd > /dev/null 2>&1 && echo "read the init's fds"
+cat /proc/1/environ > /dev/null 2>&1 && echo "read the init's environ"
+echo "left" > /sandbox/mine
+"""
+
+#: What the next exec sees: every process of its box, and its files.
+LOOK = r"""
+import os
+procs = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print(procs == [1, os.getpid()])
+print(open("/sandbox/mine").read().strip(), os.path.exists("/sandbox/late"))
+print(procs)
+"""
+
+
+async def test_nothing_an_exec_started_outlives_it_in_a_kept_box(rt: LocalRuntime) -> None:
+    (sess,) = await sessions(rt, 1)
+    try:
+        await busy(sess)
+        for _ in range(3):
+            kept = (await stat_settles(sess, "standby", 1))["kept"]
+            out = await run(sess, command=LINGER)
+            assert out.exit_code == 0 and out.output == b"", out  # the init shrugged it off
+            await stat_settles(sess, "kept", kept + 1)  # and it was kept
+            await asyncio.sleep(0.5)  # the grandchild would have written by now
+            out = await run(sess, code=LOOK)
+            assert out.exit_code == 0, out
+            assert out.output.split(b"\n")[:2] == [b"True", b"left False"], out
+            assert (await run(sess, command="rm -f /sandbox/late")).exit_code == 0
+    finally:
+        await sess.close()
+
+
+async def test_each_exec_in_a_kept_box_starts_as_in_a_fresh_one(rt: LocalRuntime) -> None:
+    # the init takes a spawned exec's limits and writes its files: the next exec, spawned
+    # or forked, must not see a trace of the last one but its files
+    probe = "ulimit -a; umask; pwd; echo ${MINE-unset} $COLLIMATE_SEED; ls /sandbox"
+    (fresh, busy_one) = await sessions(rt, 2)
+    try:
+        await busy(busy_one)
+        await stat_settles(busy_one, "standby", 1)
+        seen = []
+        for sess in (fresh, busy_one, busy_one):
+            await run(sess, command="umask 077; cd /tmp; ulimit -n 20", env=(("MINE", "x"),))
+            out = await run(sess, command=probe, seed="7")
+            assert out.exit_code == 0 and out.seed_ack == "verified", out
+            seen.append(out.output)
+            out = await run(sess, code="import os; print(os.getcwd(), oct(os.umask(0)))")
+            assert out.output == b"/sandbox 0o22\n", out
+        assert seen[0] == seen[1] == seen[2], seen
+        assert b"unset 7" in seen[0]
+    finally:
+        await fresh.close()
+        await busy_one.close()
+
+
+async def test_a_box_killed_at_its_deadline_is_not_kept(rt: LocalRuntime) -> None:
+    (sess,) = await sessions(rt, 1)
+    try:
+        others = exec_boxes()
+        await busy(sess)
+        await stat_settles(sess, "standby", 1)
+        (box,) = exec_boxes() - others
+        kept = (await master_stats(sess))["kept"]
+        out = await run(sess, command="sleep 30", timeout=0.5)
+        assert out.timed_out, out
+        stats = await stat_settles(sess, "standby", 1)  # a fresh one
+        assert stats["kept"] == kept and box not in exec_boxes(), stats
+        out = await run(sess, command="echo fine")
+        assert out.exit_code == 0 and out.output == b"fine\n", out
     finally:
         await sess.close()

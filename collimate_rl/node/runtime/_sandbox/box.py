@@ -14,15 +14,19 @@ seccomp filter. Then, by role:
   it applies the exec's rlimits, env and seed, reads its program from fd 0 and
   runs it as ``__main__``. One process: the candidate is pid 1 (when it exits
   the kernel kills whatever it left).
-* ``exec``: the descriptors become fds 0..4: the job pipe, the merged output
-  (twice: stdout and stderr), the seed acknowledgement and the status pipe. pid 1
-  stays a small non-dumpable init (the exec cannot read its memory): it reads the job
-  (the same frame a session server gets) and runs it in a process of its own, a fork
-  of itself for Python code (which runs in this warm interpreter, as an exec child
-  runs it: ``exec_child.run_job``), a spawned program for a shell command, argv lists
-  or another interpreter (``spawned_job.py``: no copy of the warm image). Then it
-  reaps it, kills and reaps every leftover (as a session server's sweep), writes the
-  exec's wait status to the status pipe and exits.
+* ``exec``: the descriptors become fds 0..5: the job pipe, the merged output
+  (twice: stdout and stderr), the seed acknowledgement, the status pipe and the
+  box's line to the master. pid 1 stays a small non-dumpable init (the exec cannot
+  read its memory): it reads the job (the same frame a session server gets) and runs
+  it in a process of its own, a fork of itself for Python code (which runs in this
+  warm interpreter, as an exec child runs it: ``exec_child.run_job``), a spawned
+  program for a shell command, argv lists or another interpreter (``spawned_job.py``:
+  no copy of the warm image). Then it reaps it, kills and reaps every leftover (as a
+  session server's sweep) and writes the exec's wait status to the status pipe.
+  Nothing of the exec is left but its files, so the init may serve the session's
+  next exec: it tells the master it is idle before it closes the status pipe, and
+  waits for the next exec's pipes on its line (the master keeps it as the session's
+  standby box, or hangs up, and the init exits).
 
 A candidate box that fails before it is ready writes ``error ...`` to the
 ready pipe and exits: the master answers the spawn with an error (an
@@ -38,6 +42,7 @@ import _signal
 import contextlib
 import os
 import signal
+import socket
 from typing import Any
 
 from .common import log_exception, reap_until, replace_environ
@@ -48,7 +53,7 @@ from .hardening import apply_limits, drop_all_capabilities
 from .layout import INTERNAL_DIR, SANDBOX_DIR, ZYGOTE_ENV
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
-from .spawned_job import run_spawned, spawnable
+from .spawned_job import address_space_used, run_spawned, spawnable
 from .syscalls import (
     MS_NODEV,
     MS_NOEXEC,
@@ -63,6 +68,13 @@ from .syscalls import (
 
 #: The uid (and gid) sandboxed code runs as, inside every namespace.
 SANDBOX_ID = 1000
+#: An exec box's line to the master: "idle" after an exec, then the next exec's pipes.
+CTL_FD = 5
+#: Execs one box serves at most before it makes way for a fresh one.
+MAX_EXECS_PER_BOX = 1000
+#: Address space an init that took an exec's limits keeps free to read the next job
+#: (the node takes request bodies up to 64 MiB).
+_NEXT_JOB_ROOM = 256 << 20
 
 
 class BoxSpec:
@@ -137,8 +149,8 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     mount("none", INTERNAL_DIR, "tmpfs", flags, "size=4k,mode=0555")
-    # The master keeps fds 0..4 taken, so every received fd (and ready_w) is >= 5:
-    # the dup2s onto 0..n-1 never clobber one still to be moved.
+    # The master keeps fds 0..4 taken, so no received fd (nor ready_w) is below 5 and
+    # the dup2s onto 0..n-1 (n <= 6, in order) never clobber one still to be moved.
     for target, fd in enumerate(spec.fds):
         os.dup2(fd, target)
     ready = -1
@@ -188,14 +200,62 @@ def _run_candidate() -> None:  # pragma: no cover - in the box
 
 
 def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
-    """pid 1 of an exec box: read the job, run it, reap, report its status, exit."""
-    header, payload = read_frame(0)
-    job = ExecJob(header, payload)
-    status = run_spawned(spec, job) if spawnable(spec, job) else _fork_job(spec, job)
-    _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
-    write_all(4, str(status).encode())
-    os.close(4)  # the worker replies now, not once our address space is torn down
+    """pid 1 of an exec box: read a job, run it, reap, report its status; again while
+    the master keeps the box for the session's next exec (see the module's docstring)."""
+    os.set_inheritable(CTL_FD, False)
+    for served in range(1, MAX_EXECS_PER_BOX + 1):
+        header, payload = read_frame(0)
+        job = ExecJob(header, payload)
+        status = run_spawned(spec, job) if spawnable(spec, job) else _fork_job(spec, job)
+        _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
+        write_all(4, str(status).encode())
+        # "idle" goes before the status pipe closes: when the worker hangs up, the
+        # master finds it already said (``boxes.py``)
+        again = served < MAX_EXECS_PER_BOX and _fit_for_another(spec) and _say_idle()
+        os.close(4)  # the worker replies now, not once our address space is torn down
+        if not again or not _next_pipes():
+            break
     os._exit(0)
+
+
+def _fit_for_another(spec: BoxSpec) -> bool:
+    """Whether the limits the init may have taken (a spawned job's) let it serve again."""
+    limits = spec.cfg["limits"]
+    cpu = os.times()
+    cpu_limit = int(limits["cpu_seconds"])  # RLIMIT_CPU counts the init's own CPU, all execs long
+    room = int(limits["address_space_bytes"])
+    return (
+        (cpu_limit < 0 or (cpu.user + cpu.system) * 2 < cpu_limit)
+        and int(limits["open_files"]) >= 16
+        and (room < 0 or room >= address_space_used() + _NEXT_JOB_ROOM)
+    )
+
+
+def _say_idle() -> bool:  # pragma: no cover - in the box
+    try:
+        os.write(CTL_FD, b"idle")  # (a master that hung up kills the box anyway)
+    except OSError:
+        return False
+    return True
+
+
+def _next_pipes() -> bool:  # pragma: no cover - in the box
+    """Wait for the next exec's pipes and put them on fds 0..4, as a fresh box has them."""
+    line = socket.socket(fileno=CTL_FD)
+    try:
+        _msg, fds, _flags, _addr = socket.recv_fds(line, 16, 4)
+    except OSError:
+        return False
+    finally:
+        line.detach()
+    if fds != [0, 1, 2, 3]:  # (fds 0..4 are closed: the pipes land on the lowest four)
+        for fd in fds:
+            os.close(fd)
+        return False  # the master hung up, or sent what no master sends
+    os.dup2(3, 4)  # job 0, output 1, seed 2, status 3 -> job 0, output 1 and 2, seed 3, status 4
+    os.dup2(2, 3)
+    os.dup2(1, 2)
+    return True
 
 
 def _fork_job(spec: BoxSpec, job: ExecJob) -> int:  # pragma: no cover - in the box

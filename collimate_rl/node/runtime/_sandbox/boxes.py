@@ -20,11 +20,18 @@ is gone). A connection that closes takes its live boxes with it.
 **Standby exec boxes.** The master makes an exec box's pipes itself, so it can
 clone one before anyone asks: once a session has run two execs, the master keeps
 one hardened exec box ready for it, blocked on its job pipe, and the next exec
-takes it (its clone and set-up, ~5 ms, are then off the exec's latency path). The
-next one is armed once an exec is over (its connection closes), not beside it.
-At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
-like any box: it dies with the session, and with a fork that freezes the
-session's upper layer (its copy of the mount namespace still writes the old one).
+takes it (its clone and set-up, ~5 ms, are then off the exec's latency path).
+That box is, first, the one the exec just ran in: an exec box's init kills and
+reaps everything its exec started, then says ``idle`` on its line to the master
+(a socket pair, the box's fd 5) before it closes its status pipe. When the
+worker hangs up, the master finds that word already there, sends the box the next
+exec's pipes on the line and keeps it: no clone, no set-up and no teardown for the
+next exec. A box that did not say it (killed at the deadline or past the output
+cap, dead, or still running because its worker died) is killed, and a fresh one
+is cloned in its place. At most ``MAX_STANDBY`` wait at a time, node-wide. A
+standby box is the session's like any box: it dies with the session, and with a
+fork that freezes the session's upper layer (its copy of the mount namespace
+still writes the old one).
 
 The clone: the zygote Z (``zygote.py``) steps into the session's mount and IPC
 namespaces and a pooled network namespace (``netpool.py``), clones with
@@ -81,6 +88,8 @@ class Box:
     deadline: float = 0.0
     marshal: bool = False
     pipes: list[int] = field(default_factory=list)  # an exec box's pipe ends, until handed over
+    line: socket.socket | None = None  # an exec box's line (it says "idle"; gets its pipes)
+    gen: int = 0  # the session's upper layer when the box was cloned
 
 
 class Boxes:
@@ -104,6 +113,7 @@ class Boxes:
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
         self.standby: dict[str, Box] = {}  # session key -> its standby exec box
+        self.kept = 0  # exec boxes kept for their session's next exec (``_keep``)
         self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
 
     def start_zygote(self) -> None:
@@ -126,9 +136,10 @@ class Boxes:
         except (KeyError, ValueError):
             pass
         conn.sock.close()
-        for pid in list(conn.boxes):  # the worker is done with them (or died)
-            self.kill(pid)
         member = self.members.get(conn.key) if conn.arm else None
+        for pid in list(conn.boxes):  # the worker is done with them (or died)
+            if member is None or not self._keep(pid, member):
+                self.kill(pid)
         if member is not None:
             self._arm_standby(member)
 
@@ -224,18 +235,49 @@ class Boxes:
         """Clone an exec box with pipes of the master's making (their other ends in ``pipes``)."""
         ends = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]  # job, output, seed ack, status
         (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = ends
-        spec = BoxSpec("exec", [job_r, out_w, out_w, ack_w, st_w], -1, self.cfg, self.cap_last)
+        line, its_line = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fds = [job_r, out_w, out_w, ack_w, st_w, its_line.fileno()]
+        spec = BoxSpec("exec", fds, -1, self.cfg, self.cap_last)
         try:
             box = self._clone(member, spec)
         except BaseException:
             for fd in (job_w, out_r, ack_r, st_r):
                 os.close(fd)
+            line.close()
             raise
         finally:
             for fd in (job_r, out_w, ack_w, st_w):
                 os.close(fd)
-        box.pipes = [job_w, out_r, ack_r, st_r]
+            its_line.close()
+        box.pipes, box.line, box.gen = [job_w, out_r, ack_r, st_r], line, member.gen
         return box
+
+    def _keep(self, pid: int, member: Member) -> bool:
+        """Keep the exec box ``pid`` as ``member``'s standby box, if it said it is idle.
+
+        It said so before its status pipe closed, and its worker hung up after that:
+        the word is in its line by now, or the box is not fit to serve again.
+        """
+        box = self.live.get(pid)
+        if (
+            box is None
+            or box.line is None
+            or box.gen != member.gen  # a fork froze the layer it writes (forks wait for
+            # a session's execs, ``SessionBusy``: this guards that rule from afar)
+            or member.key in self.standby
+            or len(self.standby) >= MAX_STANDBY
+        ):
+            return False
+        try:
+            if box.line.recv(16, socket.MSG_DONTWAIT) != b"idle":
+                return False
+            box.pipes = _send_pipes(box.line)
+        except OSError:
+            return False
+        box.conn = None
+        self.standby[member.key] = box
+        self.kept += 1
+        return True
 
     def _arm_standby(self, member: Member) -> None:
         """Clone ``member``'s next exec box now, if it has none and the budget allows."""
@@ -359,6 +401,8 @@ class Boxes:
             del self.standby[box.key]
         for fd in box.pipes:  # a standby box's, never handed over
             os.close(fd)
+        if box.line is not None:
+            box.line.close()
         self.net.release(box.slot)
         if box.conn is not None:
             box.conn.boxes.discard(pid)
@@ -372,10 +416,28 @@ class Boxes:
             "boxes": len(self.live),
             "box_conns": len(self.conns),
             "standby": len(self.standby),
+            "kept": self.kept,
             "netns": self.net.made,
             "netns_free": len(self.net.free),
             "netns_dropped": self.net.dropped,
         }
+
+
+def _send_pipes(line: socket.socket) -> list[int]:
+    """Send a kept exec box its next exec's pipes; the worker's ends (job, output, seed
+    acknowledgement, status)."""
+    ends = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]
+    (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = ends
+    try:
+        socket.send_fds(line, [b"pipes"], [job_r, out_w, ack_w, st_w], socket.MSG_DONTWAIT)
+    except OSError:
+        for fd in (job_w, out_r, ack_r, st_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (job_r, out_w, ack_w, st_w):
+            os.close(fd)
+    return [job_w, out_r, ack_r, st_r]
 
 
 def _has_exited(pid: int) -> bool:

@@ -59,7 +59,7 @@ def spawnable(ctx: JobContext, job: ExecJob, mapped_bytes: int | None = None) ->
         return False
     limits = ctx.cfg["limits"]
     if mapped_bytes is None:
-        mapped_bytes = _mapped_bytes()
+        mapped_bytes = address_space_used()
     return bool(
         limits["processes"] >= 2 and limits["address_space_bytes"] > mapped_bytes + _HEADROOM
     )
@@ -124,7 +124,8 @@ def _spawn_and_wait(
     return reap_until(pid)
 
 
-def _mapped_bytes() -> int:  # pragma: no cover - in an exec box
+def address_space_used() -> int:  # pragma: no cover - in an exec box
+    """Bytes this process has mapped: what ``RLIMIT_AS`` counts."""
     fd = os.open("/proc/self/statm", os.O_RDONLY)  # (not open(): fewer pages copied)
     try:
         return int(os.read(fd, 256).split()[0]) * os.sysconf("SC_PAGE_SIZE")
