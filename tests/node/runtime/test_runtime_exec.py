@@ -63,6 +63,20 @@ async def test_code_runs_as_main_with_code_file(sess: LocalSession) -> None:
     assert out.output == b"__main__ True\n"
 
 
+async def test_code_runs_as_python_would_run_its_file(sess: LocalSession) -> None:
+    # the file holds the code byte for byte, it runs as Python reads a file (universal
+    # newlines), and stdout and stderr are line-buffered
+    code = (
+        "import os, sys\r\n"
+        "data = open(os.environ['COLLIMATE_CODE_FILE'], 'rb').read()\r"
+        "print(len(data), data.count(b'\\r\\n'), data.count(b'\\r'))\n"
+        "print(sys.stdout.line_buffering, sys.stderr.line_buffering, 'd\u00e9j\u00e0')\n"
+    )
+    out = await run(sess, code=code)
+    want = f"{len(code.encode())} 1 2\nTrue True d\u00e9j\u00e0\n"
+    assert out.output == want.encode(), out
+
+
 async def test_merged_output_order(sess: LocalSession) -> None:
     code = "import sys\nprint('a')\nsys.stderr.write('b\\n')\nprint('c')\nimport os\nos.write(2, b'd\\n')\n"
     out = await run(sess, code=code)
