@@ -23,10 +23,14 @@ seccomp filter. Then, by role:
   program for a shell command, argv lists or another interpreter (``spawned_job.py``:
   no copy of the warm image). Then it reaps it, kills and reaps every leftover (as a
   session server's sweep) and writes the exec's wait status to the status pipe.
-  Nothing of the exec is left but its files, so the init may serve the session's
-  next exec: it tells the master it is idle before it closes the status pipe, and
-  waits for the next exec's pipes on its line (the master keeps it as the session's
-  standby box, or hangs up, and the init exits).
+  After a spawned job nothing of the exec is left but its files, and nothing of the
+  init's memory went to it (the program replaced its process), so the init may serve
+  the session's next spawned job: it tells the master it is idle before it closes the
+  status pipe, and waits for the next exec's pipes on its line (the master keeps it,
+  or hangs up, and the init exits). After a forked job it exits: a fork of an init
+  that read earlier jobs would hold what they carried (their files, code and
+  environment, in freed memory), so Python code only ever runs in a fork of an init
+  that read nothing but its own job.
 
 A candidate box that fails before it is ready writes ``error ...`` to the
 ready pipe and exits: the master answers the spawn with an error (an
@@ -206,12 +210,13 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     for served in range(1, MAX_EXECS_PER_BOX + 1):
         header, payload = read_frame(0)
         job = ExecJob(header, payload)
-        status = run_spawned(spec, job) if spawnable(spec, job) else _fork_job(spec, job)
+        spawned = spawnable(spec, job)
+        status = run_spawned(spec, job) if spawned else _fork_job(spec, job)
         _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
         write_all(4, str(status).encode())
         # "idle" goes before the status pipe closes: when the worker hangs up, the
         # master finds it already said (``boxes.py``)
-        again = served < MAX_EXECS_PER_BOX and _fit_for_another(spec) and _say_idle()
+        again = spawned and served < MAX_EXECS_PER_BOX and _fit_for_another(spec) and _say_idle()
         os.close(4)  # the worker replies now, not once our address space is torn down
         if not again or not _next_pipes():
             break

@@ -1,8 +1,10 @@
 """What a worker may ask the master for on a box connection (``boxes.py``), checked.
 
 A request is one ``SOCK_SEQPACKET`` datagram of JSON: ``{"op": "spawn", ...}`` with a
-candidate's 5 fds attached, or ``{"op": "exec"}`` with none (the master makes an exec
-box's pipes). Anything else is a ``BadRequest``, answered and never acted on.
+candidate's 5 fds attached, or ``{"op": "exec", "spawn": bool}`` with none (the master
+makes an exec box's pipes; ``spawn``: the job runs a program of its own, no Python in the
+box's interpreter, so a box kept from an earlier exec may take it). Anything else is a
+``BadRequest``, answered and never acted on.
 
 A spawn's seed and environment are checked as the factory checks its own spawn
 requests (``factory.py``, the same protocol): ``valid_seed`` and ``valid_env``.
@@ -63,6 +65,8 @@ def parse_request(msg: bytes, fds: list[int]) -> dict[str, Any]:
         raise BadRequest("op must be spawn or exec")
     if len(fds) != REQUEST_FDS[req["op"]]:
         raise BadRequest(f"pass {REQUEST_FDS[req['op']]} fds")
+    if req["op"] == "exec" and type(req.get("spawn", False)) is not bool:
+        raise BadRequest("spawn must be true or false")
     if req["op"] == "spawn":
         if not valid_seed(req.get("seed")):
             raise BadRequest("seed must be 64 hex digits")

@@ -10,9 +10,10 @@ on a box connection, one datagram each:
   factory's spawn protocol (``factory.py``), so the harness's own client speaks it
   unchanged. Reply, once it has hardened itself: ``{"ok": true, "pid": N,
   "marshal": bool}``.
-* ``{"op": "exec"}``, no fds: an exec box (``box.py``). Reply at once: ``{"ok":
-  true, "pid": N}`` with the worker's ends of the box's pipes attached: the job
-  pipe, the merged output, the seed acknowledgement and the status pipe.
+* ``{"op": "exec", "spawn": bool}``, no fds: an exec box (``box.py``). Reply at
+  once: ``{"ok": true, "pid": N}`` with the worker's ends of the box's pipes
+  attached: the job pipe, the merged output, the seed acknowledgement and the
+  status pipe.
 
 A failure is ``{"ok": false, "error": ..., "lost": bool}`` (``lost``: the session
 is gone). A connection that closes takes its live boxes with it.
@@ -21,17 +22,20 @@ is gone). A connection that closes takes its live boxes with it.
 clone one before anyone asks: once a session has run two execs, the master keeps
 one hardened exec box ready for it, blocked on its job pipe, and the next exec
 takes it (its clone and set-up, ~5 ms, are then off the exec's latency path).
-That box is, first, the one the exec just ran in: an exec box's init kills and
-reaps everything its exec started, then says ``idle`` on its line to the master
-(a socket pair, the box's fd 5) before it closes its status pipe. When the
-worker hangs up, the master finds that word already there, sends the box the next
-exec's pipes on the line and keeps it: no clone, no set-up and no teardown for the
-next exec. A box that did not say it (killed at the deadline or past the output
-cap, dead, or still running because its worker died) is killed, and a fresh one
-is cloned in its place. At most ``MAX_STANDBY`` wait at a time, node-wide. A
-standby box is the session's like any box: it dies with the session, and with a
-fork that freezes the session's upper layer (its copy of the mount namespace
-still writes the old one).
+A standby box is *pristine* (cloned ahead, it has read nothing) or *kept*: the box
+a spawned job (a program of its own: a shell command, argv lists, another
+interpreter) just ran in. Its init kills and reaps everything the job started,
+then says ``idle`` on its line to the master (a socket pair, the box's fd 5) before
+it closes its status pipe. When the worker hangs up, the master finds that word
+already there, sends the box the next exec's pipes on the line and keeps it: no
+clone, no set-up and no teardown for the session's next spawned job. Python code
+runs in a fork of the init, which must have read nothing but its own job, so only
+a pristine box takes it (``box.py``). A box that did not say it is idle (it
+forked its job, was killed at the deadline or past the output cap, died, or still
+runs because its worker died) is killed, and a pristine one is armed in its place.
+At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
+like any box: it dies with the session, and with a fork that freezes the
+session's upper layer (its copy of the mount namespace still writes the old one).
 
 The clone: the zygote Z (``zygote.py``) steps into the session's mount and IPC
 namespaces and a pooled network namespace (``netpool.py``), clones with
@@ -112,8 +116,9 @@ class Boxes:
         self.conns: dict[int, BoxConn] = {}
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
-        self.standby: dict[str, Box] = {}  # session key -> its standby exec box
-        self.kept = 0  # exec boxes kept for their session's next exec (``_keep``)
+        self.standby: dict[str, Box] = {}  # session key -> its pristine standby exec box
+        self.kept: dict[str, Box] = {}  # session key -> the box its last spawned job ran in
+        self.times_kept = 0  # (``_keep``)
         self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
 
     def start_zygote(self) -> None:
@@ -137,10 +142,13 @@ class Boxes:
             pass
         conn.sock.close()
         member = self.members.get(conn.key) if conn.arm else None
+        kept = False
         for pid in list(conn.boxes):  # the worker is done with them (or died)
-            if member is None or not self._keep(pid, member):
+            if member is not None and self._keep(pid, member):
+                kept = True
+            else:
                 self.kill(pid)
-        if member is not None:
+        if member is not None and not kept:
             self._arm_standby(member)
 
     def on_conn(self, conn: BoxConn) -> None:
@@ -186,7 +194,7 @@ class Boxes:
             return
         self.members.mount(member)
         if req["op"] == "exec":
-            self._exec(conn, member)
+            self._exec(conn, member, bool(req.get("spawn", False)))
             return
         spec = BoxSpec(
             "candidate",
@@ -211,12 +219,17 @@ class Boxes:
         self.pending[ready_r] = box  # answered once it is ready (``on_ready``)
         self.sel.register(ready_r, selectors.EVENT_READ, ("box-ready", box))
 
-    def _exec(self, conn: BoxConn, member: Member) -> None:
-        """Hand ``conn`` an exec box of ``member`` (its standby one if ready).
+    def _exec(self, conn: BoxConn, member: Member, spawn: bool) -> None:
+        """Hand ``conn`` an exec box of ``member``: a standby one if it has one for the
+        job (a kept box takes only a ``spawn`` job), else a fresh clone.
 
         The reply is immediate: a box that cannot set itself up says so on its status pipe.
         """
-        box = self._take_standby(member.key) or self._clone_exec(member)
+        box = (
+            (self._take(self.kept, member.key) if spawn else None)
+            or self._take(self.standby, member.key)
+            or self._clone_exec(member)
+        )
         self._bind(box, conn)
         pipes, box.pipes = box.pipes, []
         try:
@@ -264,8 +277,8 @@ class Boxes:
             or box.line is None
             or box.gen != member.gen  # a fork froze the layer it writes (forks wait for
             # a session's execs, ``SessionBusy``: this guards that rule from afar)
-            or member.key in self.standby
-            or len(self.standby) >= MAX_STANDBY
+            or member.key in self.kept
+            or self._waiting() >= MAX_STANDBY
         ):
             return False
         try:
@@ -275,21 +288,25 @@ class Boxes:
         except OSError:
             return False
         box.conn = None
-        self.standby[member.key] = box
-        self.kept += 1
+        self.kept[member.key] = box
+        self.times_kept += 1
         return True
+
+    def _waiting(self) -> int:
+        return len(self.standby) + len(self.kept)
 
     def _arm_standby(self, member: Member) -> None:
         """Clone ``member``'s next exec box now, if it has none and the budget allows."""
-        if member.key in self.standby or len(self.standby) >= MAX_STANDBY:
+        if member.key in self.standby or self._waiting() >= MAX_STANDBY:
             return
         try:
             self.standby[member.key] = self._clone_exec(member)
         except OSError:  # best effort: the next exec clones its own
             return
 
-    def _take_standby(self, key: str) -> Box | None:
-        box = self.standby.pop(key, None)
+    @staticmethod
+    def _take(waiting: dict[str, Box], key: str) -> Box | None:
+        box = waiting.pop(key, None)
         if box is None:
             return None
         if _has_exited(box.pid):  # died waiting (not reaped yet): never hand out a dead box
@@ -297,10 +314,12 @@ class Boxes:
         return box
 
     def drop_standby(self, key: str) -> None:
-        """Kill ``key``'s standby exec box (a fork froze the layer its mount namespace writes)."""
-        box = self.standby.pop(key, None)
-        if box is not None:
-            self.kill(box.pid)
+        """Kill ``key``'s standby exec boxes (a fork froze the layer their mount namespace
+        writes)."""
+        for waiting in (self.standby, self.kept):
+            box = waiting.pop(key, None)
+            if box is not None:
+                self.kill(box.pid)
 
     def _clone(self, member: Member, spec: BoxSpec) -> Box:
         """Have Z clone a box into ``member``'s namespaces; it is live (ours to reap) at once."""
@@ -385,6 +404,7 @@ class Boxes:
     def kill_member(self, member: Member) -> None:
         """Kill a dropped session's boxes and tell its connections it is gone."""
         self.standby.pop(member.key, None)
+        self.kept.pop(member.key, None)
         for pid in list(member.boxes):
             self.kill(pid)
         for conn in [c for c in self.conns.values() if c.key == member.key]:
@@ -397,8 +417,9 @@ class Boxes:
             return False
         if box.ready_r >= 0:
             self._settle(box, b"")
-        if self.standby.get(box.key) is box:
-            del self.standby[box.key]
+        for waiting in (self.standby, self.kept):
+            if waiting.get(box.key) is box:
+                del waiting[box.key]
         for fd in box.pipes:  # a standby box's, never handed over
             os.close(fd)
         if box.line is not None:
@@ -415,8 +436,8 @@ class Boxes:
         return {
             "boxes": len(self.live),
             "box_conns": len(self.conns),
-            "standby": len(self.standby),
-            "kept": self.kept,
+            "standby": self._waiting(),
+            "kept": self.times_kept,
             "netns": self.net.made,
             "netns_free": len(self.net.free),
             "netns_dropped": self.net.dropped,

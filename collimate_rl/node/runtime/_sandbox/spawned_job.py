@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .common import reap_until
 from .exec_child import (
@@ -52,10 +52,22 @@ if TYPE_CHECKING:
 _HEADROOM = 16 << 20
 
 
+def runs_python_here(cfg: dict[str, Any], command: object, commands: object) -> bool:
+    """Whether an exec runs Python code in the box's warm interpreter (a fork of it), not a
+    program of its own (a shell command, argv lists, another interpreter's program).
+
+    >>> runs_python_here({"interpreter": "python3"}, None, None)
+    True
+    >>> runs_python_here({"interpreter": "python3"}, ":", None)
+    False
+    """
+    return command is None and commands is None and cfg.get("interpreter", "python3") == "python3"
+
+
 def spawnable(ctx: JobContext, job: ExecJob, mapped_bytes: int | None = None) -> bool:
     """Whether ``job`` replaces its process with another program and its limits let the
     init spawn it (``mapped_bytes``: the init's address space, read from ``/proc``)."""
-    if job.code is not None and ctx.cfg.get("interpreter", "python3") == "python3":
+    if runs_python_here(ctx.cfg, job.command, job.commands):
         return False
     limits = ctx.cfg["limits"]
     if mapped_bytes is None:

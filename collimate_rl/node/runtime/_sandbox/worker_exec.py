@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .framing import frame_bytes
 from .running_exec import RunningExec
+from .spawned_job import runs_python_here
 
 if TYPE_CHECKING:
     from typing import Protocol
@@ -57,13 +58,16 @@ class BoxRefused(BaseException):
         self.lost = lost
 
 
-def take_exec_box(conn: socket.socket) -> tuple[int, list[int]]:
+def take_exec_box(conn: socket.socket, spawn: bool) -> tuple[int, list[int]]:
     """Ask the master for an exec box on ``conn``: its pid and the worker's ends of its
-    pipes (job, output, seed acknowledgement, status); ``BoxRefused`` if there is none."""
+    pipes (job, output, seed acknowledgement, status); ``BoxRefused`` if there is none.
+
+    ``spawn``: the job runs a program of its own (a box kept from earlier execs may take it).
+    """
     conn.settimeout(SPAWN_TIMEOUT)
     fds: list[int] = []
     try:
-        conn.send(b'{"op": "exec"}')
+        conn.send(json.dumps({"op": "exec", "spawn": spawn}).encode())
         msg, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
         reply = json.loads(msg or b"null")
     except (OSError, ValueError) as exc:
@@ -128,7 +132,8 @@ class _JobNotTaken(Exception):
 def _run_in_box(
     worker: Worker, conn: socket.socket, header: dict[str, Any], job: bytes
 ) -> tuple[dict[str, Any], bytes]:
-    pid, pipes = take_exec_box(conn)
+    spawn = not runs_python_here(worker.cfg, header.get("command"), header.get("commands"))
+    pid, pipes = take_exec_box(conn, spawn)
     try:
         job_w, out_r, ack_r, st_r = pipes
         cap = int(worker.cfg["limits"]["output_cap_bytes"])
