@@ -282,3 +282,34 @@ async def test_python_code_never_inherits_what_earlier_jobs_carried(rt: LocalRun
         assert int(size) > 1 << 20 and found == b"0", out
     finally:
         await sess.close()
+
+
+#: Shell jobs that attack the box they run in; each ends by itself (a deadline or an output
+#: cap would end the box instead, tested above).
+HOSTILE = (
+    "for i in $(seq 200); do sleep 30 & done 2>/dev/null; true",  # up to the process limit
+    "kill -9 -1",  # everything it may signal, itself included
+    "kill -9 1; kill -STOP 1; kill -TERM 1; sleep 0.1",  # the init ignores them
+    "exec 1>&-; exec 2>&-; sleep 30 < /dev/null > /dev/null 2>&1 & true",  # outputs closed early
+    "yes | head -c 100000 > /dev/null; ulimit -p 1; ulimit -n 3; true",  # its own limits only
+)
+
+
+async def test_a_kept_box_serves_on_after_hostile_jobs(rt: LocalRuntime) -> None:
+    (sess,) = await sessions(rt, 1)
+    try:
+        others = exec_boxes()
+        await busy(sess)
+        await stat_settles(sess, "standby", 1)
+        kept = (await master_stats(sess))["kept"]
+        for job in HOSTILE * 2:
+            out = await run(sess, command=job)
+            assert not out.timed_out, (job, out)
+            out = await run(
+                sess, command="cd /proc && set -- [0-9]* && echo $#; ulimit -p; ulimit -n"
+            )
+            assert out.exit_code == 0 and out.output == b"2\n48\n256\n", (job, out)
+        assert len(exec_boxes() - others) == 1  # one box served every job
+        await stat_settles(sess, "kept", kept + 4 * len(HOSTILE))
+    finally:
+        await sess.close()

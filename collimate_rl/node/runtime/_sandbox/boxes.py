@@ -237,8 +237,7 @@ class Boxes:
         except OSError:  # would block or the worker is gone: never wait for it
             self._drop_conn(conn)
         finally:
-            for fd in pipes:
-                os.close(fd)
+            _close(pipes)
         member.execs += 1
         # armed once the exec is over (its connection closes), not beside it: on two
         # cores the box's set-up would take CPU from the exec it follows
@@ -246,23 +245,21 @@ class Boxes:
 
     def _clone_exec(self, member: Member) -> Box:
         """Clone an exec box with pipes of the master's making (their other ends in ``pipes``)."""
-        ends = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]  # job, output, seed ack, status
-        (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = ends
+        theirs, ours = _exec_pipes()
+        job_r, out_w, ack_w, st_w = theirs
         line, its_line = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fds = [job_r, out_w, out_w, ack_w, st_w, its_line.fileno()]
         spec = BoxSpec("exec", fds, -1, self.cfg, self.cap_last)
         try:
             box = self._clone(member, spec)
         except BaseException:
-            for fd in (job_w, out_r, ack_r, st_r):
-                os.close(fd)
+            _close(ours)
             line.close()
             raise
         finally:
-            for fd in (job_r, out_w, ack_w, st_w):
-                os.close(fd)
+            _close(theirs)
             its_line.close()
-        box.pipes, box.line, box.gen = [job_w, out_r, ack_r, st_r], line, member.gen
+        box.pipes, box.line, box.gen = ours, line, member.gen
         return box
 
     def _keep(self, pid: int, member: Member) -> bool:
@@ -420,8 +417,7 @@ class Boxes:
         for waiting in (self.standby, self.kept):
             if waiting.get(box.key) is box:
                 del waiting[box.key]
-        for fd in box.pipes:  # a standby box's, never handed over
-            os.close(fd)
+        _close(box.pipes)  # a standby box's, never handed over
         if box.line is not None:
             box.line.close()
         self.net.release(box.slot)
@@ -444,21 +440,31 @@ class Boxes:
         }
 
 
+def _exec_pipes() -> tuple[list[int], list[int]]:
+    """An exec's four pipes (job, output, seed acknowledgement, status): the box's ends and
+    the worker's."""
+    (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = (
+        os.pipe2(os.O_CLOEXEC) for _ in range(4)
+    )
+    return [job_r, out_w, ack_w, st_w], [job_w, out_r, ack_r, st_r]
+
+
 def _send_pipes(line: socket.socket) -> list[int]:
-    """Send a kept exec box its next exec's pipes; the worker's ends (job, output, seed
-    acknowledgement, status)."""
-    ends = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]
-    (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = ends
+    """Send a kept exec box its next exec's pipes; the worker's ends."""
+    theirs, ours = _exec_pipes()
     try:
-        socket.send_fds(line, [b"pipes"], [job_r, out_w, ack_w, st_w], socket.MSG_DONTWAIT)
+        socket.send_fds(line, [b"pipes"], theirs, socket.MSG_DONTWAIT)
     except OSError:
-        for fd in (job_w, out_r, ack_r, st_r):
-            os.close(fd)
+        _close(ours)
         raise
     finally:
-        for fd in (job_r, out_w, ack_w, st_w):
-            os.close(fd)
-    return [job_w, out_r, ack_r, st_r]
+        _close(theirs)
+    return ours
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _has_exited(pid: int) -> bool:
