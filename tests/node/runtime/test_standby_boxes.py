@@ -40,6 +40,12 @@ async def stat_settles(sess: LocalSession, name: str, want: int) -> dict[str, in
     raise AssertionError(f"{name} stayed {stats[name]}, want {want}: {stats}")
 
 
+async def keep_a_box(sess: LocalSession) -> int:
+    """Run two execs so that ``sess`` keeps its box; how many boxes the master kept so far."""
+    await busy(sess)
+    return int((await stat_settles(sess, "standby", 1))["kept"])
+
+
 def exec_boxes() -> set[int]:
     """Host pids of the template's exec boxes (their init is named ``col-exec``)."""
     found = set()
@@ -135,8 +141,7 @@ async def test_a_busy_sessions_exec_box_serves_its_next_spawned_jobs(rt: LocalRu
     (sess,) = await sessions(rt, 1)
     try:
         others = exec_boxes()
-        await busy(sess)
-        kept = (await stat_settles(sess, "standby", 1))["kept"]
+        kept = await keep_a_box(sess)
         serving = exec_boxes() - others
         assert len(serving) == 1, serving
         for i in range(5):
@@ -208,8 +213,7 @@ async def test_each_exec_in_a_kept_box_starts_as_in_a_fresh_one(rt: LocalRuntime
     probe = "ulimit -a; umask; pwd; echo ${MINE-unset} $COLLIMATE_SEED; ls /sandbox"
     (fresh, busy_one) = await sessions(rt, 2)
     try:
-        await busy(busy_one)
-        await stat_settles(busy_one, "standby", 1)
+        await keep_a_box(busy_one)
         seen = []
         for sess in (fresh, busy_one, busy_one):
             await run(sess, command="umask 077; cd /tmp; ulimit -n 20", env=(("MINE", "x"),))
@@ -229,10 +233,8 @@ async def test_a_box_killed_at_its_deadline_is_not_kept(rt: LocalRuntime) -> Non
     (sess,) = await sessions(rt, 1)
     try:
         others = exec_boxes()
-        await busy(sess)
-        await stat_settles(sess, "standby", 1)
+        kept = await keep_a_box(sess)
         (box,) = exec_boxes() - others
-        kept = (await master_stats(sess))["kept"]
         out = await run(sess, command="sleep 30", timeout=0.5)
         assert out.timed_out, out
         stats = await stat_settles(sess, "standby", 1)  # a fresh one
@@ -266,8 +268,7 @@ async def test_python_code_never_inherits_what_earlier_jobs_carried(rt: LocalRun
     secret = secrets.token_hex(16)
     (sess,) = await sessions(rt, 1)
     try:
-        await busy(sess)
-        await stat_settles(sess, "standby", 1)
+        await keep_a_box(sess)
         out = await run(
             sess,
             command=f": {secret}",
@@ -299,9 +300,7 @@ async def test_a_kept_box_serves_on_after_hostile_jobs(rt: LocalRuntime) -> None
     (sess,) = await sessions(rt, 1)
     try:
         others = exec_boxes()
-        await busy(sess)
-        await stat_settles(sess, "standby", 1)
-        kept = (await master_stats(sess))["kept"]
+        kept = await keep_a_box(sess)
         for job in HOSTILE * 2:
             out = await run(sess, command=job)
             assert not out.timed_out, (job, out)
