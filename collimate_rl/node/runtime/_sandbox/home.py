@@ -66,16 +66,32 @@ class Home:
     @contextlib.contextmanager
     def inside(self, mnt: int = -1, net: int = -1, ipc: int = -1) -> Iterator[None]:
         """Run the body in the given namespaces (``-1``: stay), then come home."""
-        entered: list[tuple[str, int]] = []
+        entered = self.step_in(mnt, net, ipc)
         try:
-            for (kind, nstype), fd in zip(self.KINDS, (mnt, net, ipc), strict=True):
-                if fd >= 0:
-                    setns(fd, nstype)
-                    entered.append((kind, nstype))
             yield
         finally:
-            for kind, nstype in entered:
-                setns(self.fds[kind], nstype)
+            self.step_out(entered)
+
+    def step_in(self, mnt: int, net: int, ipc: int) -> int:
+        """Enter the given namespaces (``-1``: stay); what :meth:`step_out` takes to come home.
+
+        :meth:`inside` without its generator, for the zygote's loop (``zygote.py``).
+        """
+        entered = 0  # how many of KINDS, in order, were entered or skipped
+        try:
+            for fd, (_kind, nstype) in zip((mnt, net, ipc), self.KINDS, strict=True):
+                if fd >= 0:
+                    setns(fd, nstype)
+                entered += 1
+        except BaseException:
+            self.step_out(entered)
+            raise
+        return entered
+
+    def step_out(self, entered: int) -> None:
+        """Come home from :meth:`step_in` (a kind it skipped is home already)."""
+        for kind, nstype in self.KINDS[:entered]:
+            setns(self.fds[kind], nstype)
 
     @contextlib.contextmanager
     def fresh_mount_ns(self, base: int = -1) -> Iterator[None]:

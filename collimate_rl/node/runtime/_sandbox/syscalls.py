@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import signal
 from typing import Any
@@ -116,6 +117,7 @@ def umount2(target: str, flags: int) -> None:
 
 
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+_clone_call: Any = None  # syscall(SYS_clone, ...)
 
 
 def clone_process(flags: int) -> int:
@@ -125,14 +127,16 @@ def clone_process(flags: int) -> int:
     must not rely on glibc's cached tid (it only forks and execs later, and
     ``os.fork`` there refreshes everything).
     """
-    lib = libc()
-    nr = _SYS_CLONE.get(os.uname().machine)
-    if nr is None:
-        raise OSError(errno.ENOSYS, "clone: unsupported architecture")
-    fn = lib.syscall
-    fn.restype = ctypes.c_long
-    fn.argtypes = [ctypes.c_long] + [ctypes.c_ulong] * 5
-    pid = int(fn(nr, flags | signal.SIGCHLD, 0, 0, 0, 0))
+    global _clone_call
+    if _clone_call is None:  # bound once: the zygote clones in a loop
+        nr = _SYS_CLONE.get(os.uname().machine)
+        if nr is None:
+            raise OSError(errno.ENOSYS, "clone: unsupported architecture")
+        fn = libc().syscall
+        fn.restype = ctypes.c_long
+        fn.argtypes = [ctypes.c_long] + [ctypes.c_ulong] * 5
+        _clone_call = functools.partial(fn, nr)
+    pid = int(_clone_call(flags | signal.SIGCHLD, 0, 0, 0, 0))
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")

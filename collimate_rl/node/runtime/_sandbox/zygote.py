@@ -121,17 +121,26 @@ def _zygote_main(
 def _clone(
     fds: list[int], msg: bytes, home: Home, cfg: dict[str, Any], cap_last: int
 ) -> int:  # pragma: no cover - in Z
+    # Every page Z writes is shared with the boxes still alive, so each write copies one:
+    # Z only reads the command, steps in, clones and steps back; the box makes its spec.
     try:
         role, seed, env, count, has_ready, flags = marshal.loads(msg)
-        ready = fds[count] if has_ready else -1
         at = count + bool(has_ready)
-        mnt, ipc = fds[at], fds[at + 1]
         net = fds[at + 2] if len(fds) > at + 2 else -1
-        spec = BoxSpec(role, fds[:count], ready, cfg, cap_last, seed=seed, env=env)
-        with home.inside(mnt=mnt, net=net, ipc=ipc):
+        entered = home.step_in(fds[at], net, fds[at + 1])
+        try:
             pid = clone_process(flags | CLONE_PARENT)
-            if pid == 0:  # the box
-                box_main(spec)
+        except BaseException:
+            home.step_out(entered)
+            raise
+        if pid == 0:  # the box, in its new namespaces for good
+            try:
+                ready = fds[count] if has_ready else -1
+                spec = BoxSpec(role, fds[:count], ready, cfg, cap_last, seed=seed, env=env)
+            except BaseException:
+                os._exit(1)  # (never back into Z's loop)
+            box_main(spec)
+        home.step_out(entered)
         return pid
     except OSError as exc:
         return -(exc.errno or 1)
