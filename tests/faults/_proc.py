@@ -64,9 +64,8 @@ def standby_exec_boxes(procs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     kids = _children()
     out = set()
     for pid, start in alive(procs):
-        with contextlib.suppress(OSError):
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "col-exec" and not kids.get(pid):
-                out.add((pid, start))
+        if comm(pid) == "col-exec" and not kids.get(pid):
+            out.add((pid, start))
     return out
 
 
@@ -244,6 +243,14 @@ def template_master(node: NodeProcess) -> int:
         if _is_supervisor(pid) and not _is_supervisor(_ppid(pid)):
             return pid
     raise AssertionError("no template master in the node's process tree")
+
+
+def comm(pid: int) -> str:
+    """A process's name (``""`` once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def children_of(pid: int) -> set[int]:

@@ -137,31 +137,34 @@ async def test_a_standby_box_that_died_waiting_is_never_handed_out(rt: LocalRunt
         await sess.close()
 
 
-async def test_a_busy_sessions_exec_box_serves_its_next_spawned_jobs(rt: LocalRuntime) -> None:
+async def test_a_busy_sessions_exec_boxes_serve_its_next_execs(rt: LocalRuntime) -> None:
     (sess,) = await sessions(rt, 1)
     try:
         others = exec_boxes()
         kept = await keep_a_box(sess)
-        serving = exec_boxes() - others
-        assert len(serving) == 1, serving
+        pids = []
         for i in range(5):
             out = await run(sess, command=f"echo {i}")
             assert out.exit_code == 0 and out.output == f"{i}\n".encode(), out
             out = await run(sess, commands=(("echo", str(i * 2)),))
             assert out.exit_code == 0 and out.output == f"{i * 2}\n".encode(), out
-            # Python code runs in a fork of an init that read nothing but its own job:
-            # the first process of a pristine box, never in the kept one
-            out = await run(sess, code="import os; print(os.getpid())")
-            assert out.exit_code == 0 and out.output == b"2\n", out
-        assert serving <= exec_boxes()  # one box served all ten spawned jobs
-        assert (await master_stats(sess))["kept"] == kept + 10
+            out = await run(sess, code="import os; print(os.getpid(), os.getppid())")
+            assert out.exit_code == 0, out
+            pid, parent = map(int, out.output.split())
+            assert parent == 1, out
+            pids.append(pid)
+        # two boxes served all fifteen: the one that read the shell jobs, and one whose
+        # init read no job, forking each Python job in turn (pids 2, 3, ...)
+        assert len(exec_boxes() - others) == 2
+        assert pids == list(range(pids[0], pids[0] + 5)), pids
+        assert (await master_stats(sess))["kept"] == kept + 15
     finally:
         await sess.close()
-    for _ in range(200):  # and it goes with the session
-        if not exec_boxes() & serving:
+    for _ in range(200):  # and they go with the session
+        if not exec_boxes() - others:
             break
         await asyncio.sleep(0.02)
-    assert not exec_boxes() & serving
+    assert not exec_boxes() - others
 
 
 #: An exec that tries to outlive itself in its box, and to reach the box's init.
@@ -262,20 +265,21 @@ for line in open("/proc/self/maps"):
 
 
 async def test_python_code_never_inherits_what_earlier_jobs_carried(rt: LocalRuntime) -> None:
-    # A kept box's init read the earlier jobs (their environment, files and commands), and
-    # freed memory is not zeroed: Python code, which runs in a fork of the init, must run
-    # in a box whose init read nothing but its own job.
+    # An init that read earlier jobs holds them in freed memory (it is not zeroed), and
+    # Python code runs in a fork of the init: after a shell job and a Python job that
+    # carried a secret (in the same boxes), a Python job's memory must not hold it.
     secret = secrets.token_hex(16)
     (sess,) = await sessions(rt, 1)
     try:
         await keep_a_box(sess)
-        out = await run(
-            sess,
-            command=f": {secret}",
-            env=(("SECRET", secret),),
-            files=(("/tmp/s", secret.encode() * 4096),),  # (the file stays: only memory counts)
-        )
-        assert out.exit_code == 0, out
+        for job in ({"command": f": {secret}"}, {"code": f"# {secret}"}):
+            out = await run(
+                sess,
+                env=(("SECRET", secret),),
+                files=(("/tmp/s", secret.encode() * 4096),),  # (it stays: only memory counts)
+                **job,
+            )
+            assert out.exit_code == 0, out
         out = await run(sess, code=DUMP)
         assert out.exit_code == 0, out
         out = await run(sess, command=f"wc -c < /tmp/dump; grep -c {secret} /tmp/dump")

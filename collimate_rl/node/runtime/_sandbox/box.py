@@ -17,20 +17,21 @@ seccomp filter. Then, by role:
 * ``exec``: the descriptors become fds 0..5: the job pipe, the merged output
   (twice: stdout and stderr), the seed acknowledgement, the status pipe and the
   box's line to the master. pid 1 stays a small non-dumpable init (the exec cannot
-  read its memory): it reads the job (the same frame a session server gets) and runs
-  it in a process of its own, a fork of itself for Python code (which runs in this
+  read its memory): it runs the job (the same frame a session server gets, after a
+  byte that says its kind) in a process of its own, a fork of itself for Python code
+  (which reads the job and runs it in this
   warm interpreter, as an exec child runs it: ``exec_child.run_job``), a spawned
   program for a shell command, argv lists or another interpreter (``spawned_job.py``:
   no copy of the warm image). Then it reaps it, kills and reaps every leftover (as a
   session server's sweep) and writes the exec's wait status to the status pipe.
-  After a spawned job nothing of the exec is left but its files, and nothing of the
-  init's memory went to it (the program replaced its process), so the init may serve
-  the session's next spawned job: it tells the master it is idle before it closes the
-  status pipe, and waits for the next exec's pipes on its line (the master keeps it,
-  or hangs up, and the init exits). After a forked job it exits: a fork of an init
-  that read earlier jobs would hold what they carried (their files, code and
-  environment, in freed memory), so Python code only ever runs in a fork of an init
-  that read nothing but its own job.
+  Nothing of the exec is left but its files, so the init may serve the session's
+  next exec: it tells the master it is idle before it closes the status pipe, and
+  waits for the next exec's pipes on its line (the master keeps it, or hangs up, and
+  the init exits). Python code runs in a fork of the init, and an init that read
+  earlier jobs would hold what they carried (their files, code and environment, in
+  freed memory): so the init never reads a Python job (the worker writes the job's
+  kind first and the fork reads the job itself), and once it has read a job (a
+  spawned one) it says so, and takes no Python job again.
 
 A candidate box that fails before it is ready writes ``error ...`` to the
 ready pipe and exits: the master answers the spawn with an error (an
@@ -204,23 +205,47 @@ def _run_candidate() -> None:  # pragma: no cover - in the box
 
 
 def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
-    """pid 1 of an exec box: read a job, run it, reap, report its status; again while
-    the master keeps the box for the session's next exec (see the module's docstring)."""
+    """pid 1 of an exec box: run a job, reap, report its status; again while the master
+    keeps the box for the session's next exec (see the module's docstring)."""
     os.set_inheritable(CTL_FD, False)
+    pristine = True  # read no job yet (a Python job is read by its own fork)
     for served in range(1, MAX_EXECS_PER_BOX + 1):
-        header, payload = read_frame(0)
-        job = ExecJob(header, payload)
-        spawned = spawnable(spec, job)
-        status = run_spawned(spec, job) if spawned else _fork_job(spec, job)
+        status, spawned = _run_next(spec, pristine)
+        pristine = pristine and not spawned
         _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
         write_all(4, str(status).encode())
         # "idle" goes before the status pipe closes: when the worker hangs up, the
         # master finds it already said (``boxes.py``)
-        again = spawned and served < MAX_EXECS_PER_BOX and _fit_for_another(spec) and _say_idle()
+        again = (
+            (spawned or pristine)
+            and served < MAX_EXECS_PER_BOX
+            and _fit_for_another(spec)
+            and _say_idle(pristine)
+        )
         os.close(4)  # the worker replies now, not once our address space is torn down
         if not again or not _next_pipes():
             break
     os._exit(0)
+
+
+def _run_next(spec: BoxSpec, pristine: bool) -> tuple[int, bool]:  # pragma: no cover - in the box
+    """Run the job in the job pipe: its wait status, and whether it was spawned.
+
+    The worker writes the job's kind first: ``f``, Python code, which a fork of this
+    interpreter reads and runs (this process never reads it), or ``s``, a program of its
+    own, which this process reads and spawns (else forks, if the limits forbid a spawn:
+    that fork execs the program before any of the job's code runs).
+    """
+    kind = os.read(0, 1)
+    if kind == b"f":
+        if not pristine:  # (the master never sends one) leave it unread: the worker
+            os._exit(1)  # runs it in a fresh box
+        return _fork_job(spec, None), False
+    header, payload = read_frame(0)
+    job = ExecJob(header, payload)
+    if spawnable(spec, job):
+        return run_spawned(spec, job), True
+    return _fork_job(spec, job), False
 
 
 def _fit_for_another(spec: BoxSpec) -> bool:
@@ -236,9 +261,9 @@ def _fit_for_another(spec: BoxSpec) -> bool:
     )
 
 
-def _say_idle() -> bool:  # pragma: no cover - in the box
-    try:
-        os.write(CTL_FD, b"idle")  # (a master that hung up kills the box anyway)
+def _say_idle(pristine: bool) -> bool:  # pragma: no cover - in the box
+    try:  # (a master that hung up kills the box anyway)
+        os.write(CTL_FD, b"idle pristine" if pristine else b"idle")
     except OSError:
         return False
     return True
@@ -263,15 +288,18 @@ def _next_pipes() -> bool:  # pragma: no cover - in the box
     return True
 
 
-def _fork_job(spec: BoxSpec, job: ExecJob) -> int:  # pragma: no cover - in the box
+def _fork_job(spec: BoxSpec, job: ExecJob | None) -> int:  # pragma: no cover - in the box
     """Run ``job`` in a fork of this warm interpreter (Python code runs in it); its wait status.
 
-    Closes fds 0..3 (the job pipe, the output, the seed pipe) once the fork has them.
+    ``None``: the fork reads the job from the job pipe itself. Closes fds 0..3 (the job
+    pipe, the output, the seed pipe) once the fork has them.
     """
     devnull = os.open(os.devnull, os.O_RDWR)
     pid = os.fork()
     if pid == 0:
         try:
+            if job is None:
+                job = ExecJob(*read_frame(0))
             os.setsid()
             prctl(PR_SET_DUMPABLE, 1)  # like any freshly started process
             os.dup2(devnull, 0)
@@ -282,7 +310,8 @@ def _fork_job(spec: BoxSpec, job: ExecJob) -> int:  # pragma: no cover - in the 
         except BaseException:
             os._exit(126)
         run_job(spec, job)
-    job.drop_payload()
+    if job is not None:
+        job.drop_payload()
     os.close(devnull)
     for fd in (0, 1, 2, 3):
         os.close(fd)

@@ -22,17 +22,18 @@ is gone). A connection that closes takes its live boxes with it.
 clone one before anyone asks: once a session has run two execs, the master keeps
 one hardened exec box ready for it, blocked on its job pipe, and the next exec
 takes it (its clone and set-up, ~5 ms, are then off the exec's latency path).
-A standby box is *pristine* (cloned ahead, it has read nothing) or *kept*: the box
-a spawned job (a program of its own: a shell command, argv lists, another
-interpreter) just ran in. Its init kills and reaps everything the job started,
-then says ``idle`` on its line to the master (a socket pair, the box's fd 5) before
-it closes its status pipe. When the worker hangs up, the master finds that word
-already there, sends the box the next exec's pipes on the line and keeps it: no
-clone, no set-up and no teardown for the session's next spawned job. Python code
-runs in a fork of the init, which must have read nothing but its own job, so only
-a pristine box takes it (``box.py``). A box that did not say it is idle (it
-forked its job, was killed at the deadline or past the output cap, died, or still
-runs because its worker died) is killed, and a pristine one is armed in its place.
+That box is, first, the one the session's last exec ran in: its init kills and
+reaps everything the exec started, then says ``idle`` on its line to the master (a
+socket pair, the box's fd 5) before it closes its status pipe. When the worker
+hangs up, the master finds that word already there, sends the box the next exec's
+pipes on the line and keeps it: no clone, no set-up and no teardown for the next
+exec. Python code runs in a fork of the init, which must hold nothing of earlier
+jobs: a box whose init never read a job (Python jobs are read by their fork, see
+``box.py``) is *pristine* (``idle pristine``) and takes any exec; one whose init
+read a spawned job (a shell command, argv lists, another interpreter) is kept for
+``spawn`` jobs only. A box that did not say it is idle (killed at the deadline or
+past the output cap, dead, or still running because its worker died) is killed,
+and a pristine one is armed in its place.
 At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
 like any box: it dies with the session, and with a fork that freezes the
 session's upper layer (its copy of the mount namespace still writes the old one).
@@ -117,7 +118,7 @@ class Boxes:
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
         self.standby: dict[str, Box] = {}  # session key -> its pristine standby exec box
-        self.kept: dict[str, Box] = {}  # session key -> the box its last spawned job ran in
+        self.kept: dict[str, Box] = {}  # session key -> a standby box that read a job
         self.times_kept = 0  # (``_keep``)
         self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
 
@@ -274,18 +275,23 @@ class Boxes:
             or box.line is None
             or box.gen != member.gen  # a fork froze the layer it writes (forks wait for
             # a session's execs, ``SessionBusy``: this guards that rule from afar)
-            or member.key in self.kept
             or self._waiting() >= MAX_STANDBY
         ):
             return False
         try:
-            if box.line.recv(16, socket.MSG_DONTWAIT) != b"idle":
-                return False
+            said = box.line.recv(16, socket.MSG_DONTWAIT)
+        except OSError:
+            return False
+        # "idle pristine": it read no job (Python runs in its forks); "idle": it read some
+        waiting = {b"idle pristine": self.standby, b"idle": self.kept}.get(said)
+        if waiting is None or member.key in waiting:
+            return False
+        try:
             box.pipes = _send_pipes(box.line)
         except OSError:
             return False
         box.conn = None
-        self.kept[member.key] = box
+        waiting[member.key] = box
         self.times_kept += 1
         return True
 

@@ -110,12 +110,16 @@ def run_exec(
     """Run one exec of session ``header["session"]``; the reply header and the output."""
     conn = worker.connect(str(header["session"]))
     try:
-        job = frame_bytes({k: header[k] for k in _JOB_KEYS if k in header}, bytes(payload))
+        spawn = not runs_python_here(worker.cfg, header.get("command"), header.get("commands"))
+        # the kind goes first: the box's init forks a Python job unread (``box.py``)
+        job = (b"s" if spawn else b"f") + frame_bytes(
+            {k: header[k] for k in _JOB_KEYS if k in header}, bytes(payload)
+        )
         try:
-            return _run_in_box(worker, conn, header, job)
+            return _run_in_box(worker, conn, header, job, spawn)
         except _JobNotTaken:  # nothing of the exec ran: once more, in a fresh box
             try:
-                return _run_in_box(worker, conn, header, job)
+                return _run_in_box(worker, conn, header, job, spawn)
             except _JobNotTaken:
                 raise BoxRefused("the box died before it took its job", False) from None
     except BoxRefused as exc:
@@ -130,9 +134,8 @@ class _JobNotTaken(Exception):
 
 
 def _run_in_box(
-    worker: Worker, conn: socket.socket, header: dict[str, Any], job: bytes
+    worker: Worker, conn: socket.socket, header: dict[str, Any], job: bytes, spawn: bool
 ) -> tuple[dict[str, Any], bytes]:
-    spawn = not runs_python_here(worker.cfg, header.get("command"), header.get("commands"))
     pid, pipes = take_exec_box(conn, spawn)
     try:
         job_w, out_r, ack_r, st_r = pipes
