@@ -9,6 +9,7 @@ session's last exec must, besides, hold nothing of that exec but its files.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import secrets
 import signal
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from collimate_rl.node.runtime import LocalRuntime, LocalSession
+from collimate_rl.node.runtime import LocalRuntime, LocalSession, create_runtime
 
-from .conftest import SANDBOX_UID, run
+from .conftest import SANDBOX_UID, TEST_LIMITS, run
 from .test_fastpath_attacks import master_stats, sessions
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
@@ -290,6 +291,35 @@ async def test_python_code_never_inherits_what_earlier_jobs_carried(rt: LocalRun
         assert int(size) > 1 << 20 and found == b"0", out
     finally:
         await sess.close()
+
+
+async def test_an_init_that_forked_a_program_takes_no_python_job(require_bwrap: None) -> None:
+    # A one-process limit: the init cannot spawn a shell job, so it reads it and forks it
+    # (the fork execs the shell). It read the job all the same: no Python code may run in
+    # a fork of it afterwards.
+    limits = dataclasses.replace(TEST_LIMITS, processes=1)
+    rt = create_runtime("bwrap", limits=limits, sandbox_uid=SANDBOX_UID + 5)
+    await rt.start()
+    try:
+        sess = await rt.create_session("python3", "one-process")
+        assert isinstance(sess, LocalSession)
+        secret = secrets.token_hex(16)
+        await keep_a_box(sess)
+        for copies in (16, 256, 4096):
+            out = await run(
+                sess,
+                command=f": {secret}",
+                env=(("SECRET", secret),),
+                files=(("/tmp/s", secret.encode() * copies),),
+            )
+            assert out.exit_code == 0, out
+        assert (await run(sess, code=DUMP)).exit_code == 0
+        count = f"print(open('/tmp/dump', 'rb').read().count({secret.encode()!r}))"
+        out = await run(sess, code=count)
+        assert out.exit_code == 0 and out.output == b"0\n", out
+        await sess.close()
+    finally:
+        await rt.close()
 
 
 #: Shell jobs that attack the box they run in; each ends by itself (a deadline or an output

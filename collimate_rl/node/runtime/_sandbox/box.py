@@ -19,11 +19,11 @@ seccomp filter. Then, by role:
   box's line to the master. pid 1 stays a small non-dumpable init (the exec cannot
   read its memory): it runs the job (the same frame a session server gets, after a
   byte that says its kind) in a process of its own, a fork of itself for Python code
-  (which reads the job and runs it in this
-  warm interpreter, as an exec child runs it: ``exec_child.run_job``), a spawned
-  program for a shell command, argv lists or another interpreter (``spawned_job.py``:
-  no copy of the warm image). Then it reaps it, kills and reaps every leftover (as a
-  session server's sweep) and writes the exec's wait status to the status pipe.
+  (which reads the job and runs it in this warm interpreter, as an exec child runs
+  it: ``exec_child.run_job``), a spawned program for a shell command, argv lists or
+  another interpreter (``spawned_job.py``: no copy of the warm image). Then it reaps
+  it, kills and reaps every leftover (as a session server's sweep) and writes the
+  exec's wait status to the status pipe.
   Nothing of the exec is left but its files, so the init may serve the session's
   next exec: it tells the master it is idle before it closes the status pipe, and
   waits for the next exec's pipes on its line (the master keeps it, or hangs up, and
@@ -31,7 +31,7 @@ seccomp filter. Then, by role:
   earlier jobs would hold what they carried (their files, code and environment, in
   freed memory): so the init never reads a Python job (the worker writes the job's
   kind first and the fork reads the job itself), and once it has read a job (a
-  spawned one) it says so, and takes no Python job again.
+  program's, spawned or forked) it says so, and takes no Python job again.
 
 A candidate box that fails before it is ready writes ``error ...`` to the
 ready pipe and exits: the master answers the spawn with an error (an
@@ -210,18 +210,13 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     os.set_inheritable(CTL_FD, False)
     pristine = True  # read no job yet (a Python job is read by its own fork)
     for served in range(1, MAX_EXECS_PER_BOX + 1):
-        status, spawned = _run_next(spec, pristine)
-        pristine = pristine and not spawned
+        status, read = _run_next(spec, pristine)
+        pristine = pristine and not read
         _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
         write_all(4, str(status).encode())
         # "idle" goes before the status pipe closes: when the worker hangs up, the
         # master finds it already said (``boxes.py``)
-        again = (
-            (spawned or pristine)
-            and served < MAX_EXECS_PER_BOX
-            and _fit_for_another(spec)
-            and _say_idle(pristine)
-        )
+        again = served < MAX_EXECS_PER_BOX and _fit_for_another(spec) and _say_idle(pristine)
         os.close(4)  # the worker replies now, not once our address space is torn down
         if not again or not _next_pipes():
             break
@@ -229,7 +224,7 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
 
 
 def _run_next(spec: BoxSpec, pristine: bool) -> tuple[int, bool]:  # pragma: no cover - in the box
-    """Run the job in the job pipe: its wait status, and whether it was spawned.
+    """Run the job in the job pipe: its wait status, and whether this process read it.
 
     The worker writes the job's kind first: ``f``, Python code, which a fork of this
     interpreter reads and runs (this process never reads it), or ``s``, a program of its
@@ -243,9 +238,7 @@ def _run_next(spec: BoxSpec, pristine: bool) -> tuple[int, bool]:  # pragma: no 
         return _fork_job(spec, None), False
     header, payload = read_frame(0)
     job = ExecJob(header, payload)
-    if spawnable(spec, job):
-        return run_spawned(spec, job), True
-    return _fork_job(spec, job), False
+    return (run_spawned(spec, job) if spawnable(spec, job) else _fork_job(spec, job)), True
 
 
 def _fit_for_another(spec: BoxSpec) -> bool:
