@@ -30,8 +30,8 @@ pipes on the line and keeps it: no clone, no set-up and no teardown for the next
 exec. Python code runs in a fork of the init, which must hold nothing of earlier
 jobs: a box whose init never read a job (Python jobs are read by their fork, see
 ``box.py``) is *pristine* (``idle pristine``) and takes any exec; one whose init
-read a spawned job (a shell command, argv lists, another interpreter) is kept for
-``spawn`` jobs only. A box that did not say it is idle (killed at the deadline or
+read a program's job (a shell command, argv lists, another interpreter: spawned, or
+forked when the limits forbid a spawn) is kept for ``spawn`` jobs only. A box that did not say it is idle (killed at the deadline or
 past the output cap, dead, or still running because its worker died) is killed,
 and a pristine one is armed in its place.
 At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
