@@ -429,9 +429,7 @@ class Boxes:
         self.net.release(box.slot)
         if box.conn is not None:
             box.conn.boxes.discard(pid)
-        member = self.members.get(box.key)
-        if member is not None:
-            member.boxes.discard(pid)
+        self.members.box_gone(box.key, pid)
         return True
 
     def stats(self) -> dict[str, int]:

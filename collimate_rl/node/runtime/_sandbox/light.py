@@ -136,6 +136,9 @@ class LightSessions:
         stats: dict[str, Any] = {
             "light": len(self.members.by_key),
             "mounted": mounted,
+            "mount_spares": len(self.members.spares.free),
+            "mounts_reused": self.members.spares.reused,
+            "mounts_dirty": self.members.spares.dirty,
             "workers": len(self.workers),
         }
         stats.update(self.boxes.stats())

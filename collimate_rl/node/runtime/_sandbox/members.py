@@ -19,9 +19,12 @@ anchor goes with the last namespace that mounts it.
 A fork freezes the parent's upper layer (in the parent's namespace, when it
 changed) and makes child records whose ``base`` is the parent's namespace.
 
+A dead session's namespace that nothing changed is built once and used again
+(``spare_mounts.py``): the next template-rooted session takes it instead of a build.
+
 >>> m = Member("k", ["/l/0"])
 >>> (m.mounted, m.layer_dir, m.depth)
-(False, '/.collimate/s/k', 0)
+(False, '', 0)
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from .home import Home, open_ns
 from .layers import freeze_upper, overlay_options
 from .layout import INTERNAL_DIR, SANDBOX_DIR
+from .spare_mounts import Spare, SpareMounts, look
 from .syscalls import (
     CLONE_NEWIPC,
     MS_BIND,
@@ -59,6 +64,8 @@ class Member:
     ipc: int = -1
     gen: int = 0  # the upper layer in use: u<gen>, w<gen>
     depth: int = 0
+    layer_dir: str = ""  # its tmpfs with the upper, work, tmp and shm dirs (once mounted)
+    built: tuple[Any, ...] | None = None  # a reusable namespace's ``look`` when built
     boxes: set[int] = field(default_factory=set)  # live boxes (pids in the master's namespace)
     execs: int = 0  # exec boxes it was handed (``boxes.py`` arms a standby one from the second)
 
@@ -66,16 +73,14 @@ class Member:
     def mounted(self) -> bool:
         return self.mnt >= 0
 
-    @property
-    def layer_dir(self) -> str:
-        return os.path.join(ANCHOR, self.key)
-
-    def close(self) -> None:
-        for fd in (self.base, self.mnt, self.ipc):
+    def close(self, keep_mnt: bool = False) -> None:
+        for fd in (self.base, self.ipc) if keep_mnt else (self.base, self.mnt, self.ipc):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.base = self.mnt = self.ipc = -1
+        self.base = self.ipc = -1
+        if not keep_mnt:
+            self.mnt = -1
 
 
 class Members:
@@ -85,6 +90,8 @@ class Members:
         self.home = home
         self.disk_bytes = disk_bytes
         self.by_key: dict[str, Member] = {}
+        self.spares = SpareMounts()
+        self.draining: dict[str, Member] = {}  # dropped, reusable once their boxes are reaped
 
     def __contains__(self, key: str) -> bool:
         return key in self.by_key
@@ -98,11 +105,38 @@ class Members:
         return member
 
     def drop(self, key: str) -> Member | None:
-        """Forget a session; the caller kills its boxes. Its namespaces go with the last fd."""
+        """Forget a session; the caller kills its boxes. Its namespaces go with the last fd,
+        or, when reusable, its mount namespace goes to the spares once its boxes are reaped."""
         member = self.by_key.pop(key, None)
-        if member is not None:
-            member.close()
+        if member is None:
+            return None
+        reusable = member.mounted and member.built is not None
+        member.close(keep_mnt=reusable)
+        if reusable:
+            self.draining[key] = member
+            self._retire_if_done(member)
         return member
+
+    def box_gone(self, key: str, pid: int) -> None:
+        """A box of session ``key`` was reaped."""
+        member = self.by_key.get(key) or self.draining.get(key)
+        if member is not None:
+            member.boxes.discard(pid)
+            self._retire_if_done(member)
+
+    def _retire_if_done(self, member: Member) -> None:
+        if member.boxes or self.draining.pop(member.key, None) is None:
+            return
+        assert member.built is not None
+        spare = Spare(member.mnt, member.lowers, member.layer_dir, member.built)
+        member.mnt = -1
+        try:
+            with self.home.inside(mnt=spare.mnt):
+                now = look(spare.layer_dir)
+        except OSError:
+            os.close(spare.mnt)
+            return
+        self.spares.offer(spare, now)
 
     def fork(self, parent: Member, keys: list[str]) -> list[Member]:
         """Child records of ``parent`` (frozen first when it changed since the last freeze)."""
@@ -112,6 +146,7 @@ class Members:
             if changed is not None:
                 parent.lowers, parent.gen = changed
         base = parent.mnt if parent.mounted else parent.base
+        parent.built = None  # its children may build theirs from its namespace
         children = []
         for key in keys:
             child = self.create(key, parent.lowers)
@@ -124,11 +159,18 @@ class Members:
         """Build the member's mount and IPC namespaces (first use)."""
         if member.mounted:
             return
-        with self.home.fresh_mount_ns(member.base):
-            if member.base < 0:  # the first namespace of a lineage: its private anchor
-                mount("tmpfs", ANCHOR, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
-            self._layers(member)
-            mnt = open_ns("mnt")
+        rooted = member.base < 0  # the template's layers, in a namespace of its own lineage
+        spare = self.spares.take(member.lowers) if rooted else None
+        if spare is not None:
+            mnt, member.layer_dir, member.built = spare.mnt, spare.layer_dir, spare.built
+        else:
+            member.layer_dir = os.path.join(ANCHOR, member.key)
+            with self.home.fresh_mount_ns(member.base):
+                if rooted:  # the first namespace of a lineage: its private anchor
+                    mount("tmpfs", ANCHOR, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
+                self._layers(member)
+                member.built = look(member.layer_dir) if rooted else None
+                mnt = open_ns("mnt")
         try:
             unshare(CLONE_NEWIPC)
             try:
