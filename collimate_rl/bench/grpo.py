@@ -13,7 +13,9 @@ One run per task set, side by side:
 * a fresh ``python -S`` per rollout running the plain test program, no isolation;
 * the floor: the plain test program in a fork of a warm interpreter, no isolation.
 
-Every runner grades exactly the (task, completion) pairs the vector env drew and graded.
+Every runner grades exactly the (task, completion) pairs the vector env drew and graded. The
+vector env and the floor take turns, episode by episode (:func:`run_env_and_floor`), so the
+machine's drift over seconds is in both of the rates the targets compare.
 CPU per rollout comes from a :class:`~collimate_rl.bench.cpu.CpuMeter` (client, node and
 sandboxes when it is a cpuacct cgroup).
 
@@ -50,8 +52,10 @@ __all__ = [
     "SUBPROCESS",
     "EnvRun",
     "RunnerResult",
+    "combined",
     "grpo_section",
     "open_vector_env",
+    "run_env_and_floor",
     "run_episodes",
     "run_grade_oneshot",
     "run_program_runner",
@@ -120,6 +124,35 @@ class EnvRun:
         )
         return step, episode
 
+    def add(self, other: EnvRun) -> None:
+        """Count ``other``'s episodes (of the same env) too."""
+        self.threads = self.threads or other.threads
+        self.step_seconds += other.step_seconds
+        self.reset_seconds += other.reset_seconds
+        self.step_cpu_ms += other.step_cpu_ms
+        self.reset_cpu_ms += other.reset_cpu_ms
+        self.rollouts += other.rollouts
+        self.rewards += other.rewards
+
+
+def combined(results: list[RunnerResult]) -> RunnerResult:
+    """One runner's results on several batches of rollouts, as one.
+
+    >>> a = RunnerResult(FLOOR, 32, 0.1, 16, 16, cpu_ms=100.0)
+    >>> combined([a, a]).rate
+    320.0
+    """
+    first = results[0]
+    return RunnerResult(
+        first.runner,
+        sum(r.rollouts for r in results),
+        sum(r.seconds for r in results),
+        sum(r.passed for r in results),
+        sum(r.expected for r in results),
+        first.skipped,
+        sum(r.cpu_ms for r in results),
+    )
+
 
 def open_vector_env(client: Any, task_set: str, groups: int, size: int) -> Any:
     """``gymnasium.make_vec("collimate/Code-v0", ...)`` with ``groups`` groups of ``size``."""
@@ -137,12 +170,18 @@ def open_vector_env(client: Any, task_set: str, groups: int, size: int) -> Any:
 
 
 def run_episodes(
-    envs: Any, rounds: int, *, warmup: bool = True, meter: CpuMeter | None = None
+    envs: Any,
+    rounds: int,
+    *,
+    warmup: bool = True,
+    meter: CpuMeter | None = None,
+    first: int = 0,
 ) -> EnvRun:
     """Run ``rounds`` GRPO episodes (reset, then one step grading every member); time both.
 
     Each group's members answer with :func:`group_completions` for the task the reset drew
-    (read from the reset ``info``). A warm-up episode runs first, uncounted.
+    (read from the reset ``info``; episode ``r`` resets with seed ``1000 + first + r``).
+    A warm-up episode runs first, uncounted.
     """
     from collimate_envs import info as keys
 
@@ -153,7 +192,7 @@ def run_episodes(
     cpu = meter.read if meter is not None else (lambda: float("nan"))
     for r in range(-1 if warmup else 0, rounds):
         c0, t0 = cpu(), time.perf_counter()
-        _, infos = envs.reset(seed=1000 + r)
+        _, infos = envs.reset(seed=1000 + first + r)
         c1, t1 = cpu(), time.perf_counter()
         member_tasks = [tasks[str(infos[keys.TASK_ID][i])] for i in range(groups * size)]
         actions: list[str] = []
@@ -189,6 +228,35 @@ def run_vector_env(
         return run_episodes(envs, rounds, meter=meter)
     finally:
         envs.close()
+
+
+def run_env_and_floor(
+    client: Any,
+    task_set: str,
+    groups: int,
+    size: int,
+    rounds: int,
+    workers: int,
+    meter: CpuMeter | None = None,
+) -> tuple[EnvRun, RunnerResult]:
+    """The vector env's episodes, and the warm-fork floor on each episode's rollouts, in turns.
+
+    This machine's speed drifts over seconds (a VM's neighbours): two runs a few seconds
+    apart can differ by half. Taken in turns, episode by episode, the env and the floor
+    see the same drift, so the ratio of their rates (the target) holds still.
+    """
+    envs = open_vector_env(client, task_set, groups, size)
+    env_run, floors = EnvRun(), []
+    try:
+        with WarmForkClient() as floor_client:
+            for r in range(rounds):
+                episode = run_episodes(envs, 1, warmup=r == 0, meter=meter, first=r)
+                env_run.add(episode)
+                floor = run_program_runner(FLOOR, floor_client, episode.rollouts, workers, meter)
+                floors.append(floor)
+    finally:
+        envs.close()
+    return env_run, combined(floors)
 
 
 def run_program_runner(
@@ -278,8 +346,8 @@ def grpo_section(
     meter: CpuMeter | None = None,
 ) -> Section:
     """Every runner on the rollouts of one task set, with rates, ratios and CPU per rollout."""
-    progress(f"grpo {task_set}: vector env {groups}x{size}, {rounds} rounds")
-    env_run = run_vector_env(client, task_set, groups, size, rounds, meter)
+    progress(f"grpo {task_set}: vector env {groups}x{size} and the floor, {rounds} rounds in turns")
+    env_run, floor = run_env_and_floor(client, task_set, groups, size, rounds, workers, meter)
     step, episode = env_run.results()
     rollouts = env_run.rollouts
     progress(f"grpo {task_set}: grade() one-shot")
@@ -293,9 +361,6 @@ def grpo_section(
         bwrap = RunnerResult(BWRAP, len(rollouts), 0.0, 0, _expected(rollouts), str(exc)[:60])
     progress(f"grpo {task_set}: subprocess python -S")
     sub = run_program_runner(SUBPROCESS, SubprocessClient(), rollouts, workers, meter)
-    progress(f"grpo {task_set}: warm-fork floor")
-    with WarmForkClient() as floor_client:
-        floor = run_program_runner(FLOOR, floor_client, rollouts, workers, meter)
 
     section = Section(
         key=f"grpo_{task_set.replace('-', '_')}",
@@ -311,7 +376,8 @@ def grpo_section(
         ],
         notes=[
             f"Same {len(rollouts)} (task, completion) pairs for every runner; even members answer "
-            "with the reference solution, odd members with a wrong one.",
+            "with the reference solution, odd members with a wrong one. The vector env and the "
+            "floor take turns, episode by episode.",
             f"The vector env grades with {env_run.threads} threads against the node (its "
             f"default: one batch request per step on this node); the other runners use "
             f"{workers} threads (the core count).",
