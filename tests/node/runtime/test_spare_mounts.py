@@ -144,24 +144,33 @@ async def test_the_namespace_is_looked_at_once_the_sessions_boxes_are_dead(
     assert after["mounts_dirty"] == before["mounts_dirty"] + 1, (before, after)
 
 
-async def test_a_forked_sessions_namespace_is_not_reused(rt: LocalRuntime) -> None:
-    """Its children build theirs from it, so it must never become another session's."""
+async def test_a_reused_namespace_forks_and_is_then_never_reused(rt: LocalRuntime) -> None:
+    """A fork freezes the parent's layer in its (reused) namespace and the children build
+    theirs from it, so the parent's must never become another session's."""
+    (donor,) = await sessions(rt, 1)
+    await run(donor, command="true")
+    await donor.close()
+    await settled(donor)
     (parent,) = await sessions(rt, 1)
-    await run(parent, command="true")
+    reused = (await master_stats(parent))["mounts_reused"]
+    out = await run(parent, command="echo from-parent > /sandbox/p")
+    assert out.exit_code == 0, out
+    assert (await master_stats(parent))["mounts_reused"] == reused + 1  # the donor's namespace
     (kid,) = await parent.fork([f"kid-{secrets.token_hex(3)}"])
     assert isinstance(kid, LocalSession)
     try:
         before = await master_stats(parent)
         await parent.close()
         after = await settled(parent)
+        # not offered at all (it would count as dirty: it holds a file)
         assert after["mount_spares"] == before["mount_spares"], (before, after)
         assert after["mounts_dirty"] == before["mounts_dirty"], (before, after)
         (other,) = await sessions(rt, 1)
         try:
             await run(other, command="echo other > /sandbox/f")
-            out = await run(kid, command="echo kid > /sandbox/f; cat /sandbox/f")
-            assert out.output == b"kid\n", out
-            assert (await run(other, command="cat /sandbox/f")).output == b"other\n"
+            out = await run(kid, command="cat /sandbox/p; echo kid > /sandbox/f; cat /sandbox/f")
+            assert out.output == b"from-parent\nkid\n", out
+            assert (await run(other, command="cat /sandbox/f; ls /sandbox")).output == b"other\nf\n"
         finally:
             await other.close()
     finally:
