@@ -33,7 +33,6 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -105,9 +104,3 @@ class SpareMounts:
             self.free.append(spare)
         else:
             os.close(spare.mnt)
-
-    def close(self) -> None:
-        for spare in self.free:
-            with contextlib.suppress(OSError):
-                os.close(spare.mnt)
-        self.free.clear()
