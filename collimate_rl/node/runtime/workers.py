@@ -123,9 +123,8 @@ class _Worker:
         if payload:
             header = dict(header, payload_len=len(payload))
         data = json.dumps(header).encode()
-        self.writer.write(struct.pack(">I", len(data)) + data)
-        if payload:
-            self.writer.write(payload)
+        # one write (one send, one wake-up of the worker), as the worker answers
+        self.writer.writelines([struct.pack(">I", len(data)), data, payload])
         await self.writer.drain()
         (n,) = struct.unpack(">I", await self.reader.readexactly(4))
         reply: dict[str, Any] = json.loads(await self.reader.readexactly(n))
