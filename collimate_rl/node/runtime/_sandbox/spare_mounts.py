@@ -18,7 +18,9 @@ A namespace comes here only when
   ``ptmx``: the same entries (none), extended attributes, inode, mode, owner,
   link count, size and timestamps. A create, delete, rename, chmod, chown,
   ``utime`` or xattr changes one of these; ``ctime`` changes on any of them
-  (with multigrain timestamps, even right after the build's ``stat``).
+  (with multigrain timestamps, even right after the build's ``stat``; without them,
+  the entries, modes, owners and xattrs, which are what could carry data, still are
+  compared).
 
 So no file, name, mode or attribute of one session reaches the next. What the
 next one can tell is that its namespace is older than itself (its dirs' times),
