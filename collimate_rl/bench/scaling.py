@@ -152,6 +152,11 @@ def live_sessions_section(
     def noop() -> object:
         return client.session_exec(probe, code="pass", timeout_seconds=10)
 
+    def measure(count: int) -> dict[str, Any]:
+        s = Summary.of(latencies_ms(noop, n, warmup=10))
+        rate = closed_loop(noop, 2, seconds)
+        return {"sessions": count, "p50_ms": s.p50, "p99_ms": s.p99, "noop_per_s": rate}
+
     rows: list[dict[str, Any]] = []
     try:
         for count in sorted(counts):
@@ -160,20 +165,9 @@ def live_sessions_section(
                 idle += fork_idle(client, probe, count - 1 - len(idle))
             progress(f"scaling: exec with {count} live sessions")
             time.sleep(0.5)  # let the node finish the forks' bookkeeping
-            s = Summary.of(latencies_ms(noop, n, warmup=10))
-            uss_mib = math.nan
-            rate = closed_loop(noop, 2, seconds)
-            if node_pid is not None:
-                uss_mib = tree_memory(process_tree(node_pid)).uss_kib / 1024
-            rows.append(
-                {
-                    "sessions": count,
-                    "p50_ms": s.p50,
-                    "p99_ms": s.p99,
-                    "noop_per_s": rate,
-                    "node_uss_mib": uss_mib,
-                }
-            )
+            row = measure(count)
+            uss = math.nan if node_pid is None else tree_memory(process_tree(node_pid)).uss_kib
+            rows.append(dict(row, node_uss_mib=uss / 1024))
         # the first count again once the others are gone: the machine's drift over the run
         # then sits in the base (the mean of both) as it does in the counts measured between
         progress(f"scaling: deleting {len(idle)} idle sessions, then exec with the first again")
@@ -181,18 +175,7 @@ def live_sessions_section(
         idle = []
         time.sleep(0.5)
         if rows and rows[0]["sessions"] == 1:
-            s = Summary.of(latencies_ms(noop, n, warmup=10))
-            rate = closed_loop(noop, 2, seconds)
-            rows.append(
-                {
-                    "sessions": 1,
-                    "p50_ms": s.p50,
-                    "p99_ms": s.p99,
-                    "noop_per_s": rate,
-                    "node_uss_mib": math.nan,
-                    "again": True,
-                }
-            )
+            rows.append(dict(measure(1), node_uss_mib=math.nan, again=True))
     finally:
         progress(f"scaling: deleting {len(idle) + 1} sessions")
         delete_sessions(client, [*idle, probe])
