@@ -43,6 +43,13 @@ class _CapData(ctypes.Structure):
     ]
 
 
+#: capset(2)'s header and an empty data pair, built once where this module is imported (the
+#: master, before any box): building ctypes objects in a fresh fork copies ~25 of its
+#: parent's pages (``benchmarks/box_cost.py``), and these are only ever read.
+_NO_CAPS = (_CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)())
+_NO_CAPS_ADDRESSES = (ctypes.addressof(_NO_CAPS[0]), ctypes.addressof(_NO_CAPS[1]))
+
+
 def drop_bounding_set(cap_last: int) -> None:
     """Empty the capability bounding set (inherited by every later fork)."""
     call = libc().prctl  # (a tight loop: it runs in every box, see box.py)
@@ -62,9 +69,7 @@ def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:
     if bounding:
         drop_bounding_set(cap_last)
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    hdr = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    check(libc().capset(ctypes.addressof(hdr), ctypes.addressof(data)), "capset")
+    check(libc().capset(*_NO_CAPS_ADDRESSES), "capset")
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
