@@ -50,12 +50,13 @@ import signal
 import socket
 from typing import Any
 
-from .common import log_exception, reap_until, replace_environ
+from .common import log_exception, reap_until
+from .environ import amend_environ
 from .exec_child import EXEC_DEFAULT_SIGNALS, ExecJob, run_job
-from .factory import run_main
+from .factory import Stdio, run_main
 from .framing import read_frame, write_all
 from .hardening import apply_limits, drop_all_capabilities
-from .layout import INTERNAL_DIR, SANDBOX_DIR, ZYGOTE_ENV
+from .layout import INTERNAL_DIR, SANDBOX_DIR
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
 from .spawned_job import address_space_used, run_spawned, spawnable
@@ -93,7 +94,8 @@ class BoxSpec:
         cfg: dict[str, Any],
         cap_last: int,
         seed: str = "",
-        env: dict[str, str] | None = None,
+        env: dict[str, str | None] | None = None,
+        stdio: Stdio | None = None,
     ) -> None:
         self.role = role
         self.fds = fds
@@ -101,7 +103,9 @@ class BoxSpec:
         self.cfg = cfg
         self.cap_last = cap_last
         self.seed = seed
+        # a candidate's environment, as changes from Z's (``None``: unset; see environ.py)
         self.env = env or {}
+        self.stdio = stdio  # a candidate's, unused, made by Z (zygote.py)
         # a JobContext (exec_child.run_job)
         self.sandbox_dir = SANDBOX_DIR
         self.tmp_dir = "/tmp"
@@ -133,7 +137,7 @@ def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned bo
         os._exit(1)
     try:
         if spec.role == "candidate":
-            _run_candidate()
+            _run_candidate(spec)
         else:
             _exec_init(spec)
     except BaseException:
@@ -180,16 +184,11 @@ def _prepare_candidate(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     apply_limits(spec.cfg["limits"])
     os.umask(0o022)
     os.chdir(SANDBOX_DIR)
-    env = dict(spec.base_env)
-    env.update({k: v for k, v in spec.cfg.get("env") or []})
-    env.update(spec.env)
-    env.pop(ZYGOTE_ENV, None)
-    env["COLLIMATE_SEED"] = spec.seed
-    replace_environ(env)
+    amend_environ(spec.env)  # from Z's, which every box shares: the master's changes
     apply_python_seed(spec.seed)
 
 
-def _run_candidate() -> None:  # pragma: no cover - in the box
+def _run_candidate(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     """Read the program from fd 0 (``marshal`` of a code object) and run it as ``__main__``."""
     import marshal
 
@@ -201,7 +200,7 @@ def _run_candidate() -> None:  # pragma: no cover - in the box
         data += chunk
     code = marshal.loads(bytes(data))
     del data
-    os._exit(run_main(code, "<stdin>"))
+    os._exit(run_main(code, "<stdin>", spec.stdio))
 
 
 def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box

@@ -58,8 +58,10 @@ from typing import Any
 
 from .box import BoxSpec
 from .box_requests import MAX_REQUEST, MAX_REQUEST_FDS, BadRequest, parse_request
+from .environ import environ_changes, template_env
 from .factory import marshal_tag
 from .home import Home
+from .layout import ZYGOTE_ENV
 from .members import Member, Members
 from .netpool import NetPool
 from .syscalls import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER
@@ -113,6 +115,7 @@ class Boxes:
         self.cfg = cfg
         self.cap_last = cap_last
         self.sel = sel
+        self.template_env = template_env(cfg)  # Z's environment
         self.net = NetPool(home)
         self.conns: dict[int, BoxConn] = {}
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
@@ -197,15 +200,12 @@ class Boxes:
         if req["op"] == "exec":
             self._exec(conn, member, bool(req.get("spawn", False)))
             return
-        spec = BoxSpec(
-            "candidate",
-            fds,
-            -1,
-            self.cfg,
-            self.cap_last,
-            seed=str(req["seed"]),
-            env=dict(req["env"]),
-        )
+        seed = str(req["seed"])
+        env = {**req["env"], "COLLIMATE_SEED": seed}
+        env.pop(ZYGOTE_ENV, None)
+        # the box starts from Z's environment: it gets the changes only (environ.py)
+        changes = environ_changes(self.template_env, env)
+        spec = BoxSpec("candidate", fds, -1, self.cfg, self.cap_last, seed=seed, env=changes)
         ready_r, spec.ready_w = os.pipe2(os.O_CLOEXEC)
         try:
             box = self._clone(member, spec)

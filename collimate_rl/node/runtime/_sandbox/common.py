@@ -53,25 +53,6 @@ def release_free_memory() -> None:
         pass
 
 
-def replace_environ(env: dict[str, str]) -> None:
-    """Make ``os.environ`` (and the C environment) exactly ``env``, touching only what differs.
-
-    In a freshly forked process every page written is a copy-on-write fault:
-    rewriting a dozen variables that are already right costs more than the rest
-    of its start-up.
-
-    >>> old = dict(os.environ)
-    >>> replace_environ({"A_B": "1"}); dict(os.environ)
-    {'A_B': '1'}
-    >>> replace_environ(old)
-    """
-    for key in [k for k in os.environ if k not in env]:
-        del os.environ[key]
-    for key, value in env.items():
-        if os.environ.get(key) != value:
-            os.environ[key] = value
-
-
 def reap_until(pid: int) -> int:  # pragma: no cover - pid 1 of a box
     """Reap children (orphans come to a pid 1) until ``pid`` exits; its wait status."""
     while True:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .common import replace_environ
+from .environ import replace_environ
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities

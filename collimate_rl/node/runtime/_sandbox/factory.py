@@ -249,12 +249,26 @@ class Factory:
         os._exit(rc)
 
 
-def run_main(code: Any, path: str) -> int:  # pragma: no cover - runs in a sandbox child
-    """Run ``code`` as ``__main__`` with fresh stdio objects; return the exit status."""
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
-    sys.stderr.reconfigure(line_buffering=True)
-    sys.stdin = open(0, encoding="utf-8", closefd=False)
+Stdio = tuple[Any, Any, Any]
+
+
+def open_stdio() -> Stdio:
+    """Fresh ``sys.stdout``, ``sys.stderr`` and ``sys.stdin`` objects on fds 1, 2 and 0."""
+    out = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    err = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    err.reconfigure(line_buffering=True)
+    return out, err, open(0, encoding="utf-8", closefd=False)
+
+
+def run_main(
+    code: Any, path: str, stdio: Stdio | None = None
+) -> int:  # pragma: no cover - runs in a sandbox child
+    """Run ``code`` as ``__main__`` with fresh stdio objects; return the exit status.
+
+    ``stdio``: unused objects :func:`open_stdio` made before this process was forked
+    (a box's, see ``zygote.py``), else they are opened here.
+    """
+    sys.stdout, sys.stderr, sys.stdin = stdio or open_stdio()
     sys.argv = ["-"]
     return run_as_main(code, path)
 

@@ -13,7 +13,7 @@ import signal
 import socket
 from typing import Any
 
-from .common import replace_environ
+from .environ import replace_environ
 from .factory import Factory
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .layout import ZYGOTE_ENV

@@ -35,8 +35,10 @@ import sys
 from typing import Any
 
 from .common import close_other_fds, fork_until_ready, log_exception, say_start_failed
+from .environ import EnvironAtRest, template_env
 from .framing import recv_msg, send_msg
 from .hardening import hide_internals_and_drop_capabilities
+from .layout import ZYGOTE_ENV
 from .seccomp import build_seccomp_filter, load_seccomp
 from .syscalls import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl, set_name
 from .worker_exec import run_exec
@@ -50,7 +52,8 @@ class Worker:
         self.cfg = cfg
         self.ctl = ctl
         self.cap_last = cap_last
-        self.base_env: dict[str, str] = dict(cfg.get("base_env") or {})
+        # between grades: what every exec's environment starts from (a grade changes ~2)
+        self.environ = EnvironAtRest(template_env(cfg))
 
     def connect(self, key: str) -> socket.socket:
         """A new box connection to the master, bound to session ``key`` (see ``boxes.py``)."""
@@ -66,10 +69,10 @@ class Worker:
         return mine
 
     def exec_env(self, seed: str, env: list[list[str]]) -> dict[str, str]:
-        """The environment an exec of the session would run with."""
-        out = dict(self.base_env)
-        out.update({k: v for k, v in self.cfg.get("env") or []})
+        """The environment an exec of the session would run with (never the factory's fd)."""
+        out = dict(self.environ.env)
         out.update({k: v for k, v in env})
+        out.pop(ZYGOTE_ENV, None)
         out["COLLIMATE_SEED"] = seed
         return out
 

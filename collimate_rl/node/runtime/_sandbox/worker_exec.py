@@ -29,11 +29,14 @@ from .spawned_job import runs_python_here
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from .environ import EnvironAtRest
+
     class Worker(Protocol):
         """What an exec or a grade needs of its worker (``worker.py``, which imports
         this module: a protocol, not an import, keeps the two apart)."""
 
         cfg: dict[str, Any]
+        environ: EnvironAtRest
 
         def connect(self, key: str) -> socket.socket: ...
 

@@ -33,8 +33,6 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .common import replace_environ
-from .layout import ZYGOTE_ENV
 from .running_exec import format_timeout
 from .seeding import apply_python_seed
 from .worker_exec import BoxRefused, session_gone
@@ -177,7 +175,8 @@ def run_grade(
     timeout = float(header["timeout"])
     printed = io.StringIO()
     frame: dict[str, Any] | None = None
-    with _grade_state(worker.exec_env(seed, header.get("env") or []), seed, printed):
+    env = worker.exec_env(seed, header.get("env") or [])
+    with worker.environ.changed_to(env), _grade_state(seed, printed):
         conn = worker.connect(str(header["session"]))
         source = BoxSource(harness, conn)
         try:
@@ -219,9 +218,8 @@ def _on_alarm(*_: Any) -> None:
 
 
 @contextlib.contextmanager
-def _grade_state(env: dict[str, str], seed: str, printed: io.StringIO) -> Iterator[None]:
-    """One grade's process state, and everything put back after it."""
-    saved_env = dict(os.environ)
+def _grade_state(seed: str, printed: io.StringIO) -> Iterator[None]:
+    """One grade's process state but its environment, and everything put back after it."""
     saved_path = list(sys.path)
     saved_meta = list(sys.meta_path)
     saved_warnings = warnings.catch_warnings()
@@ -230,7 +228,6 @@ def _grade_state(env: dict[str, str], seed: str, printed: io.StringIO) -> Iterat
     saved_stdio = (sys.stdin, sys.stdout, sys.stderr)
     saved_alarm = _signal.signal(signal.SIGALRM, _on_alarm)
     saved_umask = os.umask(0o022)
-    replace_environ({k: v for k, v in env.items() if k != ZYGOTE_ENV})
     sys.stdout = sys.stderr = printed
     sys.stdin = io.StringIO()
     apply_python_seed(seed)
@@ -240,7 +237,6 @@ def _grade_state(env: dict[str, str], seed: str, printed: io.StringIO) -> Iterat
         signal.setitimer(signal.ITIMER_REAL, 0)
         _signal.signal(signal.SIGALRM, saved_alarm)
         sys.stdin, sys.stdout, sys.stderr = saved_stdio
-        replace_environ(saved_env)
         sys.path[:] = saved_path
         sys.meta_path[:] = saved_meta
         saved_warnings.__exit__(None, None, None)

@@ -28,7 +28,8 @@ import socket
 from typing import Any
 
 from .box import BoxSpec, box_main
-from .common import replace_environ
+from .environ import replace_environ, template_env
+from .factory import Stdio, open_stdio
 from .home import Home
 from .syscalls import PR_SET_PDEATHSIG, clone_process, prctl, set_name
 
@@ -98,9 +99,8 @@ def _zygote_main(
         signal.set_wakeup_fd(-1)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         # every box sets its exec's environment: start it from what they share
-        env = dict(cfg.get("base_env") or {})
-        env.update({k: v for k, v in cfg.get("env") or []})
-        replace_environ(env)
+        replace_environ(template_env(cfg))
+        stdio = _stdio_for_candidates()
         space = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
         while True:
             msg, ancdata, _flags, _addr = sock.recvmsg(4096, space)
@@ -110,7 +110,7 @@ def _zygote_main(
             for level, kind, data in ancdata:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                     fds += array.array("i", data[: len(data) - len(data) % 4])
-            answer = _clone(fds, msg, home, cfg, cap_last)
+            answer = _clone(fds, msg, home, cfg, cap_last, stdio)
             for fd in fds:
                 os.close(fd)
             sock.send(answer.to_bytes(8, "big", signed=True))
@@ -118,8 +118,30 @@ def _zygote_main(
         os._exit(1)
 
 
+def _stdio_for_candidates() -> Stdio:  # pragma: no cover - in Z
+    """The stdio objects a candidate box runs its program with, made once, never used here.
+
+    Opened in every box they cost it ~70 page copies (codec and io objects). A
+    box's fds 0, 1 and 2 are pipes, so they are opened on a pipe (whether a stream
+    is seekable or a tty, its buffer size: each is read from its fd when it is made);
+    Z's own fds are put back after.
+    """
+    r, w = os.pipe()
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        for fd, end in zip((0, 1, 2), (r, w, w), strict=True):
+            os.dup2(end, fd)
+        return open_stdio()
+    finally:
+        for fd, copy in zip((0, 1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(r)
+        os.close(w)
+
+
 def _clone(
-    fds: list[int], msg: bytes, home: Home, cfg: dict[str, Any], cap_last: int
+    fds: list[int], msg: bytes, home: Home, cfg: dict[str, Any], cap_last: int, stdio: Stdio
 ) -> int:  # pragma: no cover - in Z
     # Every page Z writes is shared with the boxes still alive, so each write copies one:
     # Z only reads the command, steps in, clones and steps back; the box makes its spec.
@@ -136,7 +158,9 @@ def _clone(
         if pid == 0:  # the box, in its new namespaces for good
             try:
                 ready = fds[count] if has_ready else -1
-                spec = BoxSpec(role, fds[:count], ready, cfg, cap_last, seed=seed, env=env)
+                spec = BoxSpec(
+                    role, fds[:count], ready, cfg, cap_last, seed=seed, env=env, stdio=stdio
+                )
             except BaseException:
                 os._exit(1)  # (never back into Z's loop)
             box_main(spec)
