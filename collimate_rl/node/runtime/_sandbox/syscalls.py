@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import os
 import signal
 from typing import Any
@@ -96,7 +95,15 @@ def unshare(flags: int) -> None:
 
 
 def setns(fd: int, nstype: int) -> None:
-    check(libc().setns(fd, nstype), "setns")
+    """Enter the namespace ``fd`` refers to (``os.setns`` where Python has it)."""
+    if _os_setns is not None:
+        _os_setns(fd, nstype)
+    elif "setns" in _NR:
+        if _syscall()(_NR["setns"], fd, nstype, 0, 0, 0) < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns: {os.strerror(err)}")
+    else:
+        check(libc().setns(fd, nstype), "setns")
 
 
 def mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -116,8 +123,24 @@ def umount2(target: str, flags: int) -> None:
     check(libc().umount2(target.encode(), flags), f"umount {target}")
 
 
-_SYS_CLONE = {"x86_64": 56, "aarch64": 220}
-_clone_call: Any = None  # syscall(SYS_clone, ...)
+_os_setns: Any = getattr(os, "setns", None)  # Python 3.12+
+#: syscall(2) numbers of the calls made through ``syscall``, per architecture
+_NRS = {"x86_64": {"clone": 56, "setns": 308}, "aarch64": {"clone": 220, "setns": 268}}
+_NR: dict[str, int] = _NRS.get(os.uname().machine, {})
+_syscall_fn: Any = None
+
+
+def _syscall() -> Any:
+    """libc's ``syscall`` with six long arguments: one ctypes function for every raw call
+    (the zygote's loop makes them all after each clone, when each object it touches costs
+    a page copy)."""
+    global _syscall_fn
+    if _syscall_fn is None:
+        fn = libc().syscall
+        fn.restype = ctypes.c_long
+        fn.argtypes = [ctypes.c_long] + [ctypes.c_ulong] * 5
+        _syscall_fn = fn
+    return _syscall_fn
 
 
 def clone_process(flags: int) -> int:
@@ -127,16 +150,9 @@ def clone_process(flags: int) -> int:
     must not rely on glibc's cached tid (it only forks and execs later, and
     ``os.fork`` there refreshes everything).
     """
-    global _clone_call
-    if _clone_call is None:  # bound once: the zygote clones in a loop
-        nr = _SYS_CLONE.get(os.uname().machine)
-        if nr is None:
-            raise OSError(errno.ENOSYS, "clone: unsupported architecture")
-        fn = libc().syscall
-        fn.restype = ctypes.c_long
-        fn.argtypes = [ctypes.c_long] + [ctypes.c_ulong] * 5
-        _clone_call = functools.partial(fn, nr)
-    pid = int(_clone_call(flags | signal.SIGCHLD, 0, 0, 0, 0))
+    if "clone" not in _NR:
+        raise OSError(errno.ENOSYS, "clone: unsupported architecture")
+    pid = int(_syscall()(_NR["clone"], flags | signal.SIGCHLD, 0, 0, 0, 0))
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")
