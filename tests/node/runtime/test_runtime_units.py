@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collimate_rl.node.runtime._sandbox import box, layers, running_exec, seeding, syscalls
 from collimate_rl.node.runtime._sandbox import seccomp as sv
@@ -86,6 +88,12 @@ def test_seed_words_and_timeout_message() -> None:
     assert len(words) == 8 and words[-1] == 1 and words[0] == 0
     assert running_exec.format_timeout(30) == b"timeout after 30.0s"
     assert running_exec.format_timeout(0.25) == b"timeout after 0.25s"
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=1, max_size=80))
+def test_seed_words_are_the_seeds_low_256_bits_most_significant_word_first(seed: str) -> None:
+    value = int(seed, 16)
+    assert seeding.seed_words(seed) == [(value >> (32 * i)) & 0xFFFFFFFF for i in range(7, -1, -1)]
 
 
 def test_overlay_option_length_is_bounded() -> None:

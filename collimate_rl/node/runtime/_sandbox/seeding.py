@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import struct
 import sys
 from typing import Any
+
+_WORDS = struct.Struct(">8I")
 
 
 class _NumpySeeder:
@@ -54,8 +57,8 @@ def seed_words(seed: str) -> list[int]:
     numpy's legacy ``seed()`` gets these; Python's ``random.seed(int)`` uses
     the same words least significant first, so the two streams differ.
     """
-    value = int(seed, 16)
-    return [(value >> (32 * i)) & 0xFFFFFFFF for i in reversed(range(8))]
+    low = int(seed, 16) & ((1 << 256) - 1)
+    return list(_WORDS.unpack(low.to_bytes(32, "big")))  # (in C: a box's first call to it)
 
 
 def apply_python_seed(seed: str) -> None:
