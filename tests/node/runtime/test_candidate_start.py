@@ -76,7 +76,8 @@ REPORT_STDIO = (
     "def add(x, y):\n"
     "    out, err, inp = sys.stdout, sys.stderr, sys.stdin\n"
     "    print('STDIO', out.encoding, out.errors, out.seekable(), out.isatty(),\n"
-    "          out.line_buffering, err.line_buffering, inp.readable(), inp.read(), flush=True)\n"
+    "          out.line_buffering, err.line_buffering, inp.readable(), inp.read(),\n"
+    "          sys.__stdout__ is out, sys.__stderr__ is err, sys.__stdin__ is inp, flush=True)\n"
     "    return x + y\n"
 )
 
@@ -93,5 +94,8 @@ async def test_a_candidates_stdio_is_its_own_and_as_a_fresh_process_has_it(
         await second.close()
     for frame in frames:
         assert frame.passed == 1, frame
-        assert "STDIO utf-8 backslashreplace False False False True True " in frame.output_tail
+        # as a fresh interpreter has them: on pipes, and the originals (``sys.__stdout__``)
+        assert "STDIO utf-8 backslashreplace False False False True True  True True True" in (
+            frame.output_tail
+        )
         assert "LEFT-" not in frame.output_tail

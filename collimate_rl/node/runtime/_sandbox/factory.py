@@ -250,6 +250,7 @@ class Factory:
 
 
 Stdio = tuple[Any, Any, Any]
+_STDIO_NAMES = (("stdout", "__stdout__"), ("stderr", "__stderr__"), ("stdin", "__stdin__"))
 
 
 def open_stdio() -> Stdio:
@@ -268,7 +269,11 @@ def run_main(
     ``stdio``: unused objects :func:`open_stdio` made before this process was forked
     (a box's, see ``zygote.py``), else they are opened here.
     """
-    sys.stdout, sys.stderr, sys.stdin = stdio or open_stdio()
+    # and as the originals (``sys.__stdout__``...), as in a fresh interpreter: the parent's
+    # would be another object on the same fd, with the parent's buffer
+    for names, stream in zip(_STDIO_NAMES, stdio or open_stdio(), strict=True):
+        for name in names:
+            setattr(sys, name, stream)
     sys.argv = ["-"]
     return run_as_main(code, path)
 
