@@ -8,10 +8,12 @@ preload, it forks Z, a pristine copy that has never received a request. Z's
 whole loop is: receive a clone command and its descriptors, step into the
 session's namespaces, ``clone`` with ``CLONE_PARENT`` (the box is the master's
 child: the master reaps it, as before), step back, answer the pid. Few pages
-move, so few are copied.
+move, so few are copied. Before the loop Z sets what every box starts from, so
+no box builds it: the template's environment and the candidates' stdio objects.
 
 Command (one ``SOCK_SEQPACKET`` datagram from the master): ``marshal`` of
-``(role, seed, env, box_fd_count, has_ready_pipe, clone_flags)`` with, by
+``(role, seed, env, box_fd_count, has_ready_pipe, clone_flags)`` (``env``: a
+candidate's changes to Z's environment, see ``environ.py``) with, by
 ``SCM_RIGHTS``, the box's fds, its ready pipe (a candidate's), the session's
 mount and IPC namespaces and, optionally, a pooled network namespace. Answer: the pid as 8 bytes (signed,
 big-endian), or ``-errno``.
