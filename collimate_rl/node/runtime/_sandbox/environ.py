@@ -114,7 +114,7 @@ class EnvironAtRest:
     @contextlib.contextmanager
     def changed_to(self, env: dict[str, str]) -> Iterator[None]:
         """Run the body with the environment exactly ``env``; at rest again after it."""
-        if getattr(os.environ, "_data", None) == self.data:  # at rest: change what differs
+        if environ_data() == self.data:  # at rest: change what differs
             amend_environ(environ_changes(self.env, env))
         else:
             replace_environ(env)
