@@ -40,13 +40,14 @@ __all__ = [
 _ENCODING = sys.getfilesystemencoding()
 
 
-def template_env(cfg: dict[str, Any]) -> dict[str, str]:
+def template_env(cfg: dict[str, Any], base_env: dict[str, str] | None = None) -> dict[str, str]:
     """What the environment of every exec of a template starts from (before its own env).
 
-    The node's base environment, then the template's ``env``: the zygote's and,
-    between grades, a worker's.
+    ``base_env`` (the node's, ``cfg["base_env"]``, unless a session server's own, with its
+    home and proxy), then the template's ``env``: the zygote's and, between grades, a
+    worker's environment; an exec's adds its own variables and seed.
     """
-    env = dict(cfg.get("base_env") or {})
+    env = dict(cfg.get("base_env") or {} if base_env is None else base_env)
     env.update({k: v for k, v in cfg.get("env") or []})
     return env
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .environ import replace_environ
+from .environ import replace_environ, template_env
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
@@ -224,8 +224,7 @@ def prepare_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> dic
             os.close(fd)
         del data
     job.drop_payload()  # defense in depth only: freed memory is not zeroed
-    env = dict(ctx.base_env)
-    env.update({k: v for k, v in cfg.get("env") or []})
+    env = template_env(cfg, ctx.base_env)
     env.update({k: v for k, v in job.env})
     env["COLLIMATE_SEED"] = job.seed
     if has_factory:

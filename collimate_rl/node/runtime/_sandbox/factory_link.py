@@ -13,7 +13,7 @@ import signal
 import socket
 from typing import Any
 
-from .environ import replace_environ
+from .environ import replace_environ, template_env
 from .factory import Factory
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
 from .layout import ZYGOTE_ENV
@@ -114,8 +114,7 @@ class FactoryLink:
         apply_limits(self.cfg["limits"])
         os.umask(0o022)
         os.chdir(self.sandbox_dir)
-        env = dict(self.base_env)
-        env.update({k: v for k, v in self.cfg.get("env") or []})
+        env = template_env(self.cfg, self.base_env)
         env.update(extra)
         env.pop(ZYGOTE_ENV, None)
         env["COLLIMATE_SEED"] = seed
