@@ -68,6 +68,32 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+#: How much one read of a candidate's pipe asks for; a read that returns less emptied it.
+_READ = 65536
+#: The C scanner under ``json.loads``, without its whitespace regexes and frames (an
+#: answer per call); a value that does not fill the text is refused like extra data.
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _json_value(text: str) -> Any:
+    """The one JSON value ``text`` holds (C writes no whitespace around it).
+
+    >>> _json_value('{"ok":true,"value":[1,2.5]}')
+    {'ok': True, 'value': [1, 2.5]}
+    >>> _json_value('[1] [2]')
+    Traceback (most recent call last):
+    ...
+    ValueError: extra data after the answer
+    """
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:  # (the scanner's way to say no value starts here)
+        raise ValueError("the answer is not JSON") from None
+    if end != len(text):
+        raise ValueError("extra data after the answer")
+    return value
+
+
 class _Tail:
     """The last ``TAIL_BYTES`` of everything the candidate printed."""
 
@@ -140,12 +166,13 @@ class _Child:
                 os.close(fd)
 
     def _drain(self, name: str) -> None:
+        """Read what the pipe holds; stop at a short read (the pipe is empty: no EAGAIN)."""
         fd = self.fds[name]
         if fd is None:
             return
         while True:
             try:
-                chunk = os.read(fd, 65536)
+                chunk = os.read(fd, _READ)
             except BlockingIOError:
                 return
             except OSError:
@@ -159,6 +186,8 @@ class _Child:
                     self.overflow = True
                 else:
                     self.stdout += chunk
+            if len(chunk) < _READ:
+                return
 
     def request(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> Reply:
         if self.dead:
@@ -208,6 +237,8 @@ class _Child:
                     pending["in"] = b""
                 if not pending["in"]:
                     self._close_fd("in")
+            # Output is read before the answer: what C wrote before answering was in its
+            # pipes when select looked at them, so the reply's tail and stdout hold it all.
             for key in ("out", "err"):
                 if self.fds[key] is not None and self.fds[key] in rready:
                     self._drain(key)
@@ -246,10 +277,8 @@ class _Child:
             return None
         body = bytes(self.rbuf[4 : 4 + size])
         del self.rbuf[: 4 + size]
-        self._drain("out")
-        self._drain("err")
         try:
-            message = json.loads(body.decode())  # (str: no encoding sniffing per answer)
+            message = _json_value(body.decode())
             if type(message) is not dict or message.get("id") != self.next_id:
                 raise CodecError("answer out of sequence")
             if message.get("ok") is True:

@@ -144,3 +144,58 @@ def test_in_place_mutations_reach_assert_style_tests(fake: Any) -> None:
         fake, TEMPLATE, code, UnitTestReward(tests, entry="sort_in_place"), extract=False
     )
     assert result.reward == 1.0, result
+
+
+@pytest.mark.parametrize("backend", ["fake", "client"])
+def test_output_is_whole_at_every_pipe_boundary(backend: str, request: Any) -> None:
+    # T reads a candidate's output only when select says a pipe is readable and stops
+    # at a short read: outputs around a pipe's 64 KiB capacity must still arrive whole.
+    runner = request.getfixturevalue(backend)
+    sizes = (1, 4095, 65535, 65536, 65537, 131072, 200_003)
+    cases = [{"input": str(n), "output": "x" * n} for n in sizes]
+    code = "import sys\nsys.stdout.write('x' * int(input()))\n"
+    result = grade(runner, TEMPLATE, code, IOReward(cases, strip_whitespace=False), extract=False)
+    assert result.reward == 1.0, result
+
+
+@pytest.mark.parametrize("backend", ["fake", "client"])
+def test_the_tail_holds_what_a_call_printed_before_answering(backend: str, request: Any) -> None:
+    runner = request.getfixturevalue(backend)
+    code = (
+        "import sys\n"
+        "def f(x):\n"
+        "    print('filler ' * 3000)\n"
+        "    print(f'out-{x}')\n"
+        "    print(f'err-{x}', file=sys.stderr)\n"
+        "    return x\n"
+    )
+    spec = UnitTestReward([{"input": [i], "expected": i} for i in range(3)], entry="f")
+    result = grade(runner, TEMPLATE, code, spec, extract=False)
+    assert result.reward == 1.0, result
+    assert "out-2" in result.output_tail and "err-2" in result.output_tail
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"ok":true,"value":5,"id":2}{}',
+        b'{"ok":true,"value":5,"id":2} 7',
+        b'{"ok":true,"value":5,"id":2',
+        b"not json",
+        b"",
+    ],
+)
+def test_a_forged_answer_that_is_not_one_json_value_is_refused(fake: Any, body: bytes) -> None:
+    # C's answers are one JSON value per frame; a candidate writing its own frame on its
+    # socket (fd 3) with anything more or less gets an error, never the value.
+    code = (
+        "import os\n"
+        "def f(x):\n"
+        f"    body = {body!r}\n"
+        "    os.write(3, len(body).to_bytes(4, 'big') + body)\n"
+        "    os._exit(0)\n"
+    )
+    spec = UnitTestReward([{"input": [1], "expected": 5}], entry="f")
+    result = grade(fake, TEMPLATE, code, spec, extract=False)
+    assert result.reward == 0.0 and result.tests[0].status == "error", result
+    assert "unreadable answer" in result.tests[0].detail, result
