@@ -123,10 +123,14 @@ def live_sessions_section(
     seconds: float,
     progress: Callable[[str], None],
     node_pid: int | None = None,
+    alternations: int = 1,
 ) -> Section:
     """No-op latency and 2-client throughput in one session with N sessions alive.
 
     With ``node_pid``, also the unique memory (USS) of the node's whole process tree.
+    ``alternations``: how many times the largest count is measured, each time between two
+    runs of the first (the idle sessions deleted and forked again in between), so that a
+    few seconds of a busy machine weigh on one run of several, not on the comparison.
     """
     section = Section(
         key="scaling_sessions",
@@ -141,9 +145,10 @@ def live_sessions_section(
         ],
         notes=[
             "The probe session is one of the N; the others are idle forks of it.",
-            "The single session is measured first and again last (the others deleted); "
-            "'vs 1 session' is against the mean of both, so the machine's drift over the run "
-            "is in the base too.",
+            "The single session is measured first and again after the sweep (the others "
+            "deleted), in turns with the largest count (forked again): '(again)' rows. "
+            "'vs 1 session' is against the mean of the single session's runs; the target "
+            "compares the means of both counts' runs, so the machine's drift is in both.",
         ],
     )
     probe = str(client.create_session("python3")["session_id"])
@@ -168,18 +173,26 @@ def live_sessions_section(
             row = measure(count)
             uss = math.nan if node_pid is None else tree_memory(process_tree(node_pid)).uss_kib
             rows.append(dict(row, node_uss_mib=uss / 1024))
-        # the first count again once the others are gone: the machine's drift over the run
-        # then sits in the base (the mean of both) as it does in the counts measured between
-        progress(f"scaling: deleting {len(idle)} idle sessions, then exec with the first again")
-        delete_sessions(client, idle)
-        idle = []
-        time.sleep(0.5)
-        if rows and rows[0]["sessions"] == 1:
+        # the first count again once the others are gone, then the largest again and so
+        # on: the machine's drift over the run sits in both means (``mean_rate``)
+        largest = len(idle) + 1
+        for turn in range(max(alternations, 1)):
+            progress(f"scaling: deleting {len(idle)} idle sessions, then exec with one again")
+            delete_sessions(client, idle)
+            idle = []
+            time.sleep(0.5)
+            if not rows or rows[0]["sessions"] != 1:
+                break
             rows.append(dict(measure(1), node_uss_mib=math.nan, again=True))
+            if turn + 1 < alternations and largest > 1:
+                progress(f"scaling: forking {largest - 1} idle sessions again")
+                idle = fork_idle(client, probe, largest - 1)
+                time.sleep(0.5)
+                rows.append(dict(measure(largest), node_uss_mib=math.nan, again=True))
     finally:
         progress(f"scaling: deleting {len(idle) + 1} sessions")
         delete_sessions(client, [*idle, probe])
-    base = bracket_base(rows)
+    base = mean_rate(rows, rows[0]["sessions"]) if rows else math.nan
     for row in rows:
         section.add(
             [
@@ -195,14 +208,13 @@ def live_sessions_section(
     return section
 
 
-def bracket_base(rows: list[dict[str, Any]]) -> float:
-    """The no-op rate the others compare with: the mean of the first count's runs.
+def mean_rate(rows: list[dict[str, Any]], sessions: int) -> float:
+    """The mean no-op rate of every run with ``sessions`` live sessions (NaN: none).
 
-    >>> bracket_base([{"sessions": 1, "noop_per_s": 90.0}, {"sessions": 10, "noop_per_s": 50.0},
-    ...               {"sessions": 1, "noop_per_s": 110.0, "again": True}])
-    100.0
+    >>> rows = [{"sessions": 1, "noop_per_s": 90.0}, {"sessions": 10, "noop_per_s": 50.0},
+    ...         {"sessions": 1, "noop_per_s": 110.0, "again": True}]
+    >>> mean_rate(rows, 1), mean_rate(rows, 10)
+    (100.0, 50.0)
     """
-    if not rows:
-        return math.nan
-    first = [float(r["noop_per_s"]) for r in rows if r["sessions"] == rows[0]["sessions"]]
-    return sum(first) / len(first)
+    rates = [float(r["noop_per_s"]) for r in rows if r["sessions"] == sessions]
+    return sum(rates) / len(rates) if rates else math.nan

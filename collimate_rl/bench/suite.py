@@ -63,6 +63,7 @@ class Plan:
     session_counts: tuple[int, ...]
     session_samples: int
     session_seconds: float
+    session_alternations: int
     cluster: cluster.ClusterPlan = cluster.FULL_CLUSTER
     language_samples: int = 32
     warm_up_samples: int = 10
@@ -85,6 +86,7 @@ QUICK = Plan(
     session_counts=(1, 10, 50),
     session_samples=15,
     session_seconds=0.5,
+    session_alternations=1,
     cluster=cluster.QUICK_CLUSTER,
     language_samples=4,
     warm_up_samples=3,
@@ -107,6 +109,7 @@ FULL = Plan(
     session_counts=(1, 10, 100, 1000),
     session_samples=100,
     session_seconds=3.0,
+    session_alternations=3,
 )
 
 
@@ -243,6 +246,7 @@ def _run_sections(
                     seconds=plan.session_seconds,
                     progress=progress,
                     node_pid=node.pid,
+                    alternations=plan.session_alternations,
                 )
             )
         if "languages" in only:

@@ -16,7 +16,7 @@ from typing import Any
 
 from collimate_rl.bench import grpo, latency
 from collimate_rl.bench.report import Section, fmt, pct_text, times_text
-from collimate_rl.bench.scaling import bracket_base
+from collimate_rl.bench.scaling import mean_rate
 from collimate_rl.bench.stats import ratio
 
 __all__ = ["targets_section"]
@@ -117,10 +117,11 @@ def targets_section(sections: Sequence[Section]) -> Section:
             "< 5 MiB",
             value < 5,
         )
-    sessions = [row for row in _rows(sections, "scaling_sessions") if not row.get("again")]
+    runs = _rows(sections, "scaling_sessions")
+    sessions = [row for row in runs if not row.get("again")]
     if len(sessions) >= 2:
         first, last = sessions[0], sessions[-1]
-        value = ratio(last["noop_per_s"], bracket_base(_rows(sections, "scaling_sessions")))
+        value = ratio(mean_rate(runs, last["sessions"]), mean_rate(runs, first["sessions"]))
         name = f"no-op throughput, {last['sessions']} vs {first['sessions']} live sessions"
         add(name, value, pct_text, "flat (>= 90%)", not math.isnan(value) and value >= 0.9)
     return out

@@ -223,6 +223,24 @@ def test_the_sessions_target_compares_with_the_mean_of_the_first_counts_runs() -
     (row,) = [r for r in targets_section([_section("scaling_sessions", rows)]).data]
     assert row["target"] == "no-op throughput, 1000 vs 1 live sessions"
     assert row["value"] == pytest.approx(0.9) and row["met"] is True
+    # in turns: every run of the largest count against every run of the first
+    rows[2:2] = [{"sessions": 1000, "noop_per_s": 70.0, "again": True}]
+    rows.append({"sessions": 1, "noop_per_s": 100.0, "again": True})
+    (row,) = [r for r in targets_section([_section("scaling_sessions", rows)]).data]
+    assert row["value"] == pytest.approx(0.8) and row["met"] is False
+
+
+def test_live_sessions_alternate_the_largest_count_with_one(local_client: Any) -> None:
+    from collimate_rl.bench.scaling import live_sessions_section
+
+    before = {s["session_id"] for s in local_client.list_sessions()}
+    section = live_sessions_section(
+        local_client, (1, 4), n=3, seconds=0.1, progress=lambda _: None, alternations=3
+    )
+    order = [(row["sessions"], row.get("again", False)) for row in section.data]
+    assert order == [(1, False), (4, False), (1, True), (4, True), (1, True), (4, True), (1, True)]
+    assert all(row["noop_per_s"] > 0 for row in section.data)
+    assert {s["session_id"] for s in local_client.list_sessions()} == before
 
 
 def test_plain_programs_pass_references_and_fail_wrong_answers() -> None:
