@@ -129,7 +129,8 @@ def _candidate_main(fds: list[int]) -> None:
     _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
     _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     _seed_like_an_exec()
-    sock = _socket.socket(fileno=3)
+    # family and type given: no getsockname/getsockopt to find them (T made a socketpair)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, 3)
     sock.setblocking(True)
     state: dict[str, Any] = {"ns": None}
     while True:

@@ -97,9 +97,24 @@ def _factory_spawn(sock: socket.socket, fds: list[int], program: bytes, role: st
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
         raise OSError("the factory runs another interpreter build")
-    with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
-        pipe.write(program)
+    _hand_over(boot_w, program)
     return pid
+
+
+def _hand_over(boot_w: int, program: bytes) -> None:
+    """Write ``program`` into a new process's boot pipe and close it (plain ``os`` calls:
+    a file object would stat the pipe, seek it and ask whether it is a tty).
+
+    A process that died before reading it is found gone by the first request to it.
+    """
+    try:
+        view = memoryview(program)
+        while view:
+            view = view[os.write(boot_w, view) :]
+    except OSError:
+        pass
+    finally:
+        os.close(boot_w)
 
 
 class _Zygote:
@@ -166,8 +181,7 @@ class _Zygote:
                 os._exit(127)
         child.close()
         os.close(boot_r)
-        with open(boot_w, "wb") as pipe, contextlib.suppress(OSError):
-            pipe.write(program)
+        _hand_over(boot_w, program)
         self.pid = pid
         self.ctl = parent
 
