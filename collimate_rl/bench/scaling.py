@@ -173,22 +173,22 @@ def live_sessions_section(
             row = measure(count)
             uss = math.nan if node_pid is None else tree_memory(process_tree(node_pid)).uss_kib
             rows.append(dict(row, node_uss_mib=uss / 1024))
-        # the first count again once the others are gone, then the largest again and so
-        # on: the machine's drift over the run sits in both means (``mean_rate``)
+        # one session again once the others are gone, then in turns with the largest
+        # count: the machine's drift over the run sits in both means (``mean_rate``)
         largest = len(idle) + 1
-        for turn in range(max(alternations, 1)):
-            progress(f"scaling: deleting {len(idle)} idle sessions, then exec with one again")
-            delete_sessions(client, idle)
-            idle = []
-            time.sleep(0.5)
-            if not rows or rows[0]["sessions"] != 1:
-                break
-            rows.append(dict(measure(1), node_uss_mib=math.nan, again=True))
-            if turn + 1 < alternations and largest > 1:
+        bracket = bool(rows) and rows[0]["sessions"] == 1
+        for turn in range(max(alternations, 1) if bracket else 1):
+            if turn:
                 progress(f"scaling: forking {largest - 1} idle sessions again")
                 idle = fork_idle(client, probe, largest - 1)
                 time.sleep(0.5)
                 rows.append(dict(measure(largest), node_uss_mib=math.nan, again=True))
+            progress(f"scaling: deleting {len(idle)} idle sessions, then exec with one again")
+            delete_sessions(client, idle)
+            idle = []
+            time.sleep(0.5)
+            if bracket:
+                rows.append(dict(measure(1), node_uss_mib=math.nan, again=True))
     finally:
         progress(f"scaling: deleting {len(idle) + 1} sessions")
         delete_sessions(client, [*idle, probe])
