@@ -143,6 +143,11 @@ class _Child:
         in_r, in_w = os.pipe()
         try:
             self.pid = zygote.spawn([theirs.fileno(), out_w, err_w, in_r], timeout)
+        except BaseException:  # (a refused box is a BaseException in the worker)
+            self.sock.close()
+            for fd in (out_r, err_r, in_w):
+                os.close(fd)
+            raise
         finally:
             theirs.close()
             for fd in (out_w, err_w, in_r):

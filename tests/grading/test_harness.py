@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import pytest
@@ -199,3 +200,20 @@ def test_a_forged_answer_that_is_not_one_json_value_is_refused(fake: Any, body: 
     result = grade(fake, TEMPLATE, code, spec, extract=False)
     assert result.reward == 0.0 and result.tests[0].status == "error", result
     assert "unreadable answer" in result.tests[0].detail, result
+
+
+@pytest.mark.parametrize("refusal", [OSError("no process"), KeyboardInterrupt()])
+def test_a_candidate_that_cannot_start_leaves_no_descriptor(refusal: BaseException) -> None:
+    # T's ends of the candidate's socket and pipes go with a spawn that fails, whether the
+    # failure is an OSError or a BaseException (a worker's refused box).
+    from collimate_rl.grading._harness import _Child, _Tail
+
+    class Refusing:
+        def spawn(self, fds: list[int], timeout: float) -> int:
+            raise refusal
+
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(type(refusal)):
+            _Child(Refusing(), _Tail(), 1.0)  # type: ignore[arg-type]
+    assert sorted(os.listdir("/proc/self/fd")) == before
