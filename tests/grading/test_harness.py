@@ -1,4 +1,8 @@
-"""The harness's comparison rules and assert accounting (plain subprocess, no sandbox)."""
+"""The harness: comparison rules, assert accounting, and how T reads its candidates.
+
+Mostly against a plain subprocess (no sandbox); where T's reading of a box matters, against
+the node too.
+"""
 
 from __future__ import annotations
 
