@@ -195,6 +195,19 @@ class _Child:
                 return
 
     def request(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> Reply:
+        """Send ``message`` and wait (at most ``timeout`` s) for C's answer.
+
+        Interrupted (a ``BaseException`` raised while it waits: a worker's grade timeout
+        lands wherever the grade is), the child dies with its pipes: half an exchange leaves
+        nothing to reuse, and the caller may never get to its own clean-up.
+        """
+        try:
+            return self._exchange(message, timeout, stdin)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _exchange(self, message: dict[str, Any], timeout: float, stdin: bytes) -> Reply:
         if self.dead:
             return Reply("crash", detail="candidate process is gone")
         self.next_id += 1

@@ -221,3 +221,53 @@ def test_a_candidate_that_cannot_start_leaves_no_descriptor(refusal: BaseExcepti
         with pytest.raises(type(refusal)):
             _Child(Refusing(), _Tail(), 1.0)  # type: ignore[arg-type]
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+class _Interrupted(BaseException):
+    """Stands for a worker's grade timeout: raised wherever the grade is."""
+
+
+def test_a_grade_interrupted_mid_request_leaves_no_process_or_descriptor() -> None:
+    # A worker's timeout (SIGALRM raising a BaseException) can land while T waits for a
+    # candidate that is still loading: nothing of that candidate may outlive the grade.
+    import signal
+    import time
+
+    from collimate_rl.grading._child import _candidate_main
+    from collimate_rl.grading._harness import Runner
+
+    class Forking:
+        def spawn(self, fds: list[int], timeout: float) -> int:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the candidate
+                try:
+                    _candidate_main(list(fds))
+                finally:
+                    os._exit(0)
+            return pid
+
+    def interrupt(*_: Any) -> None:
+        raise _Interrupted
+
+    payload = {"source": "import time\ntime.sleep(60)\ndef f():\n    return 1\n"}
+    before = sorted(os.listdir("/proc/self/fd"))
+    runner = Runner(Forking(), payload, deadline=float("inf"))  # type: ignore[arg-type]
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(_Interrupted):
+            runner.call("f", ())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    (pid,) = runner.pids
+    for _ in range(100):  # killed: reaped within moments, not after its minute
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("the candidate outlived the interrupted grade")
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    runner.close()
