@@ -47,7 +47,7 @@ def template_env(cfg: dict[str, Any], base_env: dict[str, str] | None = None) ->
     home and proxy), then the template's ``env``: the zygote's and, between grades, a
     worker's environment; an exec's adds its own variables and seed.
     """
-    env = dict(cfg.get("base_env") or {} if base_env is None else base_env)
+    env = dict(base_env if base_env is not None else cfg.get("base_env") or {})
     env.update({k: v for k, v in cfg.get("env") or []})
     return env
 
