@@ -223,8 +223,6 @@ def _serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "call":
         namespace = state["ns"]
-        if namespace is None:  # its load failed (the call came with it): nothing to run
-            return {"ok": False, "kind": "unloaded", "error": "the candidate did not load"}
         entry = request["entry"]
         target = namespace.get(entry)
         if target is None and isinstance(namespace.get("Solution"), type):

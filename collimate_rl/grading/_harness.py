@@ -161,9 +161,7 @@ class _Child:
         self.collect = False
         self.overflow = False
         self.dead = False
-        self.outgoing = b""  # framed requests the socket has not taken yet
-        self.sent = 0  # the id of the last request sent
-        self.answered = 0  # the id of the last answer read
+        self.next_id = 0
 
     def _close_fd(self, name: str) -> None:
         fd = self.fds.get(name)
@@ -196,53 +194,31 @@ class _Child:
             if len(chunk) < _READ:
                 return
 
-    def request(
-        self,
-        message: dict[str, Any],
-        timeout: float,
-        stdin: bytes = b"",
-        then: dict[str, Any] | None = None,
-    ) -> Reply:
+    def request(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> Reply:
         """Send ``message`` and wait (at most ``timeout`` s) for C's answer.
-
-        ``then``, the request C serves next, goes out with it (C wakes once for both);
-        :meth:`answer` waits for its answer.
 
         Interrupted (a ``BaseException`` raised while it waits: a worker's grade timeout
         lands wherever the grade is), the child dies with its pipes: half an exchange leaves
         nothing to reuse, and the caller may never get to its own clean-up.
         """
-        if self.dead:
-            return Reply("crash", detail="candidate process is gone")
-        for sent in (message, then) if then is not None else (message,):
-            self.sent += 1
-            self.outgoing += _frame(marshal.dumps(dict(sent, id=self.sent)))
-        return self.answer(timeout, stdin)
-
-    def answer(self, timeout: float, stdin: bytes = b"") -> Reply:
-        """Wait (at most ``timeout`` s) for the answer to the next request C has."""
         try:
-            return self._exchange(timeout, stdin)
+            return self._exchange(message, timeout, stdin)
         except BaseException:
             self.kill()
             raise
 
-    def _exchange(self, timeout: float, stdin: bytes) -> Reply:
+    def _exchange(self, message: dict[str, Any], timeout: float, stdin: bytes) -> Reply:
         if self.dead:
             return Reply("crash", detail="candidate process is gone")
+        self.next_id += 1
+        message = dict(message, id=self.next_id)
+        pending = {"sock": _frame(marshal.dumps(message)), "in": stdin}
         if not stdin:
             self._close_fd("in")
-        if self.outgoing:  # it usually fits: no select round to send it
-            rest = self._send_some(self.outgoing)
-            if rest is None:
-                return self._died()
-            self.outgoing = rest
-        if self.rbuf:  # the answer came with the one before: what C printed came before it
-            self._drain("out")
-            self._drain("err")
-            reply = self._parse()
-            if reply is not None:
-                return reply
+        rest = self._send_some(pending["sock"])  # it usually fits: no select round to send it
+        if rest is None:
+            return self._died()
+        pending["sock"] = rest
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             remaining = deadline - time.monotonic()
@@ -256,27 +232,28 @@ class _Child:
                 fd for key in ("out", "err") if (fd := self.fds[key]) is not None
             ]
             writers = []
-            if self.outgoing:
+            if pending["sock"]:
                 writers.append(self.sock.fileno())
-            if stdin and self.fds["in"] is not None:
+            if pending["in"] and self.fds["in"] is not None:
                 writers.append(self.fds["in"])
             try:
                 rready, wready, _ = select.select(readers, writers, [], min(remaining, 1.0))
             except InterruptedError:
                 continue
             if self.sock.fileno() in wready:
-                rest = self._send_some(self.outgoing)
+                rest = self._send_some(pending["sock"])
                 if rest is None:
                     return self._died()
-                self.outgoing = rest
+                pending["sock"] = rest
             if self.fds["in"] is not None and self.fds["in"] in wready:
                 try:
-                    stdin = stdin[os.write(self.fds["in"], stdin[:65536]) :]
+                    written = os.write(self.fds["in"], pending["in"][:65536])
+                    pending["in"] = pending["in"][written:]
                 except BlockingIOError:
                     pass
                 except OSError:
-                    stdin = b""
-                if not stdin:
+                    pending["in"] = b""
+                if not pending["in"]:
                     self._close_fd("in")
             # Output is read before the answer: what C wrote before answering was in its
             # pipes when select looked at them, so the reply's tail and stdout hold it all.
@@ -320,9 +297,8 @@ class _Child:
         del self.rbuf[: 4 + size]
         try:
             message = _json_value(body.decode())
-            if type(message) is not dict or message.get("id") != self.answered + 1:
+            if type(message) is not dict or message.get("id") != self.next_id:
                 raise CodecError("answer out of sequence")
-            self.answered += 1
             if message.get("ok") is True:
                 if "value" in message:
                     after = decode(message["args_after"]) if "args_after" in message else None
@@ -430,22 +406,16 @@ class Runner:
         self.pids.append(child.pid)
         return child
 
-    def _loaded_child(self, then: dict[str, Any] | None) -> tuple[_Child, bool] | Reply:
-        """The candidate's process, loaded, and whether ``then`` went with its load.
-
-        A fresh process gets its first call with the load request: one wake-up of C for
-        both. C holds that call's input before it answers the load, as it would a moment
-        later: it answers nothing in between, so it learns nothing it could use.
-        """
+    def _loaded_child(self) -> _Child | Reply:
         if self.load_failure is not None:
             return self.load_failure
         if self.child is not None and not self.child.dead:
-            return self.child, False
+            return self.child
         child = self._spawn()
         if isinstance(child, Reply):
             return child
         load = {"op": "load", "module": self.module, "source": self.source}
-        reply = child.request(dict(load, prelude=self.prelude), self._timeout(), then=then)
+        reply = child.request(dict(load, prelude=self.prelude), self._timeout())
         if reply.status != "ok":
             child.kill()
             reply.detail = "loading the candidate failed: " + reply.detail
@@ -453,7 +423,7 @@ class Runner:
                 self.load_failure = reply
             return reply
         self.child = child
-        return child, then is not None
+        return child
 
     def call(
         self,
@@ -468,21 +438,15 @@ class Runner:
         With ``mutable_args``, list, dict and set arguments get the candidate's
         in-place changes copied back (as plain data) after a successful call.
         """
+        child = self._loaded_child()
+        if isinstance(child, Reply):
+            return child
         try:
             data = {"args": encode(list(args)), "kwargs": encode(dict(kwargs or {}))}
-            request: dict[str, Any] | None = dict(
-                data, op="call", entry=entry, return_args=mutable_args
-            )
         except Unserializable as exc:
-            request, unsent = None, exc
-        loaded = self._loaded_child(request)
-        if isinstance(loaded, Reply):
-            return loaded
-        if request is None:
-            return Reply("error", detail=_short(f"cannot send the arguments: {unsent}"))
-        child, sent = loaded
-        timeout = self._timeout()
-        reply = child.answer(timeout) if sent else child.request(request, timeout)
+            return Reply("error", detail=_short(f"cannot send the arguments: {exc}"))
+        request = dict(data, op="call", entry=entry, return_args=mutable_args)
+        reply = child.request(request, self._timeout())
         if reply.status in ("timeout", "crash"):
             child.kill()
         if mutable_args and reply.status == "ok" and reply.args_after is not None:

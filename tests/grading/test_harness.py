@@ -168,7 +168,6 @@ def test_output_is_whole_at_every_pipe_boundary(backend: str, request: Any) -> N
 def test_the_tail_holds_what_a_call_printed_before_answering(
     backend: str, calls: int, request: Any
 ) -> None:
-    # (one call: the one that went with the load, whose answer can come with the load's)
     runner = request.getfixturevalue(backend)
     code = (
         "import sys\n"
@@ -283,8 +282,8 @@ def test_a_grade_interrupted_mid_request_leaves_no_process_or_descriptor() -> No
 
 
 def test_a_first_call_that_kills_its_process_is_that_calls_failure_not_the_loads() -> None:
-    # The first call goes to a fresh process with its load request: a process that dies in
-    # that call loaded fine, so the next call gets a fresh process, not a load failure.
+    # A process that dies in a call loaded fine: the next call gets a fresh process (loaded
+    # again), never the first call's failure as a load failure.
     from collimate_rl.grading._harness import Runner
 
     source = "import os\ndef f(x):\n    if x == 0:\n        os._exit(3)\n    return x * 2\n"
@@ -306,8 +305,8 @@ def test_a_first_call_that_kills_its_process_is_that_calls_failure_not_the_loads
     [("raise ValueError('boom')\n", "ValueError"), ("import time\ntime.sleep(60)\n", "timeout")],
 )
 def test_a_load_that_fails_fails_every_call_with_one_process(source: str, why: str) -> None:
-    # A load that fails (the first call went with it, unanswered) is that candidate's
-    # failure for every call: no second process, the same reply.
+    # A load that fails is that candidate's failure for every call: no second process, the
+    # same reply.
     from collimate_rl.grading._harness import Runner
 
     payload = {"source": source + "def f(x):\n    return x\n", "per_test_timeout": 0.5}
@@ -320,58 +319,3 @@ def test_a_load_that_fails_fails_every_call_with_one_process(source: str, why: s
         assert len(runner.pids) == 1
     finally:
         runner.close()
-
-
-def test_an_answer_that_came_with_the_one_before_brings_its_output() -> None:
-    # C's answers to a load and to the call sent with it can reach T in one read. T hands
-    # out the second only with what its pipes hold by then (C printed it before answering).
-    import subprocess
-
-    from collimate_rl.grading._child import _frame
-    from collimate_rl.grading._harness import _Child, _Tail
-
-    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)  # stands for C's pid
-    ends: list[int] = []
-
-    class Holding:  # the test plays C on the candidate's ends
-        def spawn(self, fds: list[int], timeout: float) -> int:
-            ends.extend(os.dup(fd) for fd in fds)
-            return sleeper.pid
-
-    tail = _Tail()
-    child = _Child(Holding(), tail, 5.0)  # type: ignore[arg-type]
-    sock, out_w = ends[0], ends[1]
-    try:
-        os.write(sock, _frame(b'{"ok":true,"id":1}') + _frame(b'{"ok":true,"value":7,"id":2}'))
-        loaded = child.request({"op": "load"}, 5.0, then={"op": "call"})
-        assert loaded.status == "ok", vars(loaded)
-        os.write(out_w, b"printed by the call\n")
-        called = child.answer(5.0)
-        assert (called.status, called.value) == ("ok", 7), vars(called)
-        assert "printed by the call" in tail.text()
-    finally:
-        child.kill()
-        for fd in ends:
-            os.close(fd)
-        sleeper.wait()
-
-
-def test_a_call_that_came_with_a_load_that_failed_runs_nothing() -> None:
-    # C serves the call T sent with the load even when the load failed (T kills it on
-    # reading the load's answer): that call is an error of its own, and runs nothing.
-    from collimate_rl.grading._codec import encode
-    from collimate_rl.grading._harness import _Child, _Tail
-
-    tail = _Tail()
-    child = _Child(_Forking(), tail, 5.0)  # type: ignore[arg-type]
-    try:
-        load = {"op": "load", "module": "m", "source": "raise ValueError('boom')\n"}
-        call = {"op": "call", "entry": "f", "args": encode([1]), "kwargs": encode({})}
-        loaded = child.request(dict(load, prelude=""), 5.0, then=call)
-        assert (loaded.status, loaded.etype) == ("error", "ValueError"), vars(loaded)
-        called = child.answer(5.0)
-        assert called.status == "error" and "did not load" in called.detail, vars(called)
-        assert called.etype == "", vars(called)  # nothing raised: no traceback either
-    finally:
-        child.kill()
-        os.waitpid(child.pid, 0)
