@@ -117,3 +117,43 @@ def test_an_exec_box_serves_again_only_under_limits_that_leave_it_room(
     limits = {"cpu_seconds": 3600, "address_space_bytes": 64 << 30, "open_files": 256}
     spec = box.BoxSpec("exec", [], -1, {"limits": {**limits, **change}}, 40)
     assert box._fit_for_another(spec) is fit
+
+
+@given(
+    st.tuples(*[st.sampled_from([-1, 7]) for _ in range(3)]),
+    st.one_of(st.none(), st.integers(0, 2)),
+)
+def test_the_master_steps_into_only_the_namespaces_asked_and_home_from_only_those(
+    asked: tuple[int, int, int], failing: int | None
+) -> None:
+    # Every setns is a syscall the master pays per box: stepping into one namespace (the
+    # network pool's check, a spare mount namespace's look) costs one setns there and one
+    # back, never one per kind. A setns that fails brings home what was entered before it.
+    from collimate_rl.node.runtime._sandbox import home as home_module
+
+    kinds = [nstype for _kind, nstype in home_module.Home.KINDS]
+    homes = {nstype: 100 + i for i, nstype in enumerate(kinds)}
+    refused = kinds[failing] if failing is not None else None
+    calls: list[tuple[int, int]] = []
+
+    def fake_setns(fd: int, nstype: int) -> None:
+        if fd == 7 and nstype == refused:
+            raise OSError(errno.EPERM, "refused")
+        calls.append((fd, nstype))
+
+    home = home_module.Home.__new__(home_module.Home)
+    home.fds = {kind: homes[nstype] for kind, nstype in home_module.Home.KINDS}
+    patch = pytest.MonkeyPatch()
+    patch.setattr(home_module, "setns", fake_setns)
+    try:
+        entering = [nstype for fd, nstype in zip(asked, kinds, strict=True) if fd >= 0]
+        if refused is not None and refused in entering:
+            with pytest.raises(OSError):
+                home.step_in(*asked)
+            entered = entering[: entering.index(refused)]
+            assert calls == [(7, t) for t in entered] + [(homes[t], t) for t in entered]
+        else:
+            home.step_out(home.step_in(*asked))
+            assert calls == [(7, t) for t in entering] + [(homes[t], t) for t in entering]
+    finally:
+        patch.undo()

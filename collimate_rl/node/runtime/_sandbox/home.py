@@ -73,25 +73,28 @@ class Home:
             self.step_out(entered)
 
     def step_in(self, mnt: int, net: int, ipc: int) -> int:
-        """Enter the given namespaces (``-1``: stay); what :meth:`step_out` takes to come home.
+        """Enter the given namespaces (``-1``: stay); what :meth:`step_out` takes to come home
+        (a bit per kind of ``KINDS`` entered).
 
         :meth:`inside` without its generator, for the zygote's loop (``zygote.py``).
         """
-        entered = 0  # how many of KINDS, in order, were entered or skipped
+        entered = 0
         try:
-            for fd, (_kind, nstype) in zip((mnt, net, ipc), self.KINDS, strict=True):
+            for bit, fd in enumerate((mnt, net, ipc)):
                 if fd >= 0:
-                    setns(fd, nstype)
-                entered += 1
+                    setns(fd, self.KINDS[bit][1])
+                    entered |= 1 << bit
         except BaseException:
             self.step_out(entered)
             raise
         return entered
 
     def step_out(self, entered: int) -> None:
-        """Come home from :meth:`step_in` (a kind it skipped is home already)."""
-        for kind, nstype in self.KINDS[:entered]:
-            setns(self.fds[kind], nstype)
+        """Come home from :meth:`step_in`: only the kinds it entered (each ``setns`` is a
+        syscall the master pays per box; a kind it skipped is home already)."""
+        for bit, (kind, nstype) in enumerate(self.KINDS):
+            if entered >> bit & 1:
+                setns(self.fds[kind], nstype)
 
     @contextlib.contextmanager
     def fresh_mount_ns(self, base: int = -1) -> Iterator[None]:

@@ -122,7 +122,9 @@ class LightSessions:
         try:
             req = json.loads(msg)
             if len(fds) == 1 and isinstance(req, dict) and req.get("op") == "connect":
-                self.boxes.add_conn(socket.socket(fileno=fds.pop()), str(req["session"]))
+                # family and type given (a worker's socket pair): no syscalls to find them
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds.pop())
+                self.boxes.add_conn(sock, str(req["session"]))
         except (ValueError, KeyError):
             pass
         finally:
