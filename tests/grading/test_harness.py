@@ -298,6 +298,8 @@ def test_a_first_call_that_kills_its_process_is_that_calls_failure_not_the_loads
         assert len(runner.pids) == 2  # the second process kept serving
     finally:
         runner.close()
+        for pid in runner.pids:
+            os.waitpid(pid, 0)
 
 
 @pytest.mark.parametrize(
@@ -319,3 +321,5 @@ def test_a_load_that_fails_fails_every_call_with_one_process(source: str, why: s
         assert len(runner.pids) == 1
     finally:
         runner.close()
+        for pid in runner.pids:
+            os.waitpid(pid, 0)
