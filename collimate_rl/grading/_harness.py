@@ -333,6 +333,10 @@ class _Child:
             self.sock.close()
 
 
+#: The argument types whose in-place changes in the candidate reach the caller.
+_CONTAINERS = (list, dict, set)
+
+
 def _copy_back(originals: list[Any], after: list[Any]) -> None:
     """Apply the candidate's in-place changes to the caller's own containers."""
     if len(originals) != len(after):
@@ -445,6 +449,9 @@ class Runner:
             data = {"args": encode(list(args)), "kwargs": encode(dict(kwargs or {}))}
         except Unserializable as exc:
             return Reply("error", detail=_short(f"cannot send the arguments: {exc}"))
+        # only a list, dict or set argument takes changes back (``_copy_back``): for any
+        # other, C need not encode the arguments again, nor T decode them
+        mutable_args = mutable_args and any(type(arg) in _CONTAINERS for arg in args)
         request = dict(data, op="call", entry=entry, return_args=mutable_args)
         reply = child.request(request, self._timeout())
         if reply.status in ("timeout", "crash"):

@@ -323,3 +323,32 @@ def test_a_load_that_fails_fails_every_call_with_one_process(source: str, why: s
         runner.close()
         for pid in runner.pids:
             os.waitpid(pid, 0)
+
+
+def test_only_container_arguments_come_back_from_a_call() -> None:
+    # A list, dict or set argument gets the candidate's in-place changes back; when a call
+    # has none, C does not send its arguments back at all (they would change nothing).
+    from collimate_rl.grading._harness import Runner
+
+    source = (
+        "def f(*args):\n"
+        "    for a in args:\n"
+        "        if isinstance(a, list): a.append('L')\n"
+        "        if isinstance(a, dict): a['k'] = 'D'\n"
+        "        if isinstance(a, set): a.add('S')\n"
+        "    return len(args)\n"
+    )
+    runner = Runner(_Forking(), {"source": source}, deadline=float("inf"))  # type: ignore[arg-type]
+    try:
+        xs: list[Any] = [1]
+        d: dict[str, str] = {}
+        s: set[Any] = {2}
+        reply = runner.call("f", (7, xs, "x", d, (3,), s), mutable_args=True)
+        assert (reply.status, reply.value) == ("ok", 6), vars(reply)
+        assert (xs, d, s) == ([1, "L"], {"k": "D"}, {2, "S"})
+        plain = runner.call("f", (7, "x", (3, [4]), None), mutable_args=True)
+        assert (plain.status, plain.value, plain.args_after) == ("ok", 4, None), vars(plain)
+    finally:
+        runner.close()
+        for pid in runner.pids:
+            os.waitpid(pid, 0)
