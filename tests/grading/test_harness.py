@@ -6,8 +6,10 @@ the node too.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -242,6 +244,20 @@ class _Forking:
         return pid
 
 
+@contextlib.contextmanager
+def _forked_runner(payload: dict[str, Any]) -> Iterator[Any]:
+    """A harness ``Runner`` over ``_Forking``; its candidates killed and reaped after."""
+    from collimate_rl.grading._harness import Runner
+
+    runner = Runner(_Forking(), payload, deadline=float("inf"))  # type: ignore[arg-type]
+    try:
+        yield runner
+    finally:
+        runner.close()
+        for pid in runner.pids:
+            os.waitpid(pid, 0)
+
+
 class _Interrupted(BaseException):
     """Stands for a worker's grade timeout: raised wherever the grade is."""
 
@@ -284,11 +300,8 @@ def test_a_grade_interrupted_mid_request_leaves_no_process_or_descriptor() -> No
 def test_a_first_call_that_kills_its_process_is_that_calls_failure_not_the_loads() -> None:
     # A process that dies in a call loaded fine: the next call gets a fresh process (loaded
     # again), never the first call's failure as a load failure.
-    from collimate_rl.grading._harness import Runner
-
     source = "import os\ndef f(x):\n    if x == 0:\n        os._exit(3)\n    return x * 2\n"
-    runner = Runner(_Forking(), {"source": source}, deadline=float("inf"))  # type: ignore[arg-type]
-    try:
+    with _forked_runner({"source": source}) as runner:
         first = runner.call("f", (0,))
         assert first.status == "crash" and "loading" not in first.detail, vars(first)
         second = runner.call("f", (4,))
@@ -296,10 +309,6 @@ def test_a_first_call_that_kills_its_process_is_that_calls_failure_not_the_loads
         third = runner.call("f", (5,))
         assert (third.status, third.value) == ("ok", 10), vars(third)
         assert len(runner.pids) == 2  # the second process kept serving
-    finally:
-        runner.close()
-        for pid in runner.pids:
-            os.waitpid(pid, 0)
 
 
 @pytest.mark.parametrize(
@@ -309,27 +318,18 @@ def test_a_first_call_that_kills_its_process_is_that_calls_failure_not_the_loads
 def test_a_load_that_fails_fails_every_call_with_one_process(source: str, why: str) -> None:
     # A load that fails is that candidate's failure for every call: no second process, the
     # same reply.
-    from collimate_rl.grading._harness import Runner
-
     payload = {"source": source + "def f(x):\n    return x\n", "per_test_timeout": 0.5}
-    runner = Runner(_Forking(), payload, deadline=float("inf"))  # type: ignore[arg-type]
-    try:
+    with _forked_runner(payload) as runner:
         replies = [runner.call("f", (i,)) for i in range(3)]
         for reply in replies:
             assert reply.status != "ok" and "loading the candidate failed" in reply.detail
             assert why in reply.status + reply.etype + reply.detail, vars(reply)
         assert len(runner.pids) == 1
-    finally:
-        runner.close()
-        for pid in runner.pids:
-            os.waitpid(pid, 0)
 
 
 def test_only_container_arguments_come_back_from_a_call() -> None:
     # A list, dict or set argument gets the candidate's in-place changes back; when a call
     # has none, C does not send its arguments back at all (they would change nothing).
-    from collimate_rl.grading._harness import Runner
-
     source = (
         "def f(*args):\n"
         "    for a in args:\n"
@@ -338,8 +338,7 @@ def test_only_container_arguments_come_back_from_a_call() -> None:
         "        if isinstance(a, set): a.add('S')\n"
         "    return len(args)\n"
     )
-    runner = Runner(_Forking(), {"source": source}, deadline=float("inf"))  # type: ignore[arg-type]
-    try:
+    with _forked_runner({"source": source}) as runner:
         xs: list[Any] = [1]
         d: dict[str, str] = {}
         s: set[Any] = {2}
@@ -348,7 +347,3 @@ def test_only_container_arguments_come_back_from_a_call() -> None:
         assert (xs, d, s) == ([1, "L"], {"k": "D"}, {2, "S"})
         plain = runner.call("f", (7, "x", (3, [4]), None), mutable_args=True)
         assert (plain.status, plain.value, plain.args_after) == ("ok", 4, None), vars(plain)
-    finally:
-        runner.close()
-        for pid in runner.pids:
-            os.waitpid(pid, 0)
