@@ -306,3 +306,39 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_the_node_serves_on_uvloop(tmp_path: Path) -> None:
+    # The node extra installs uvloop, and the node runs its event loop on it (and says so).
+    pytest.importorskip("uvloop")
+    proc = _serve_fake(tmp_path)
+    assert proc.stdout is not None
+    try:
+        serving = next(line for line in proc.stdout if "collimate node serving on" in line)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert "event loop: uvloop" in serving, serving + out
+    assert proc.returncode == 0, out
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_event_loop_is_asyncios_without_uvloop(
+    installed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from collimate_rl.node.server import run_event_loop
+
+    if installed:
+        pytest.importorskip("uvloop")
+    else:
+        monkeypatch.setitem(sys.modules, "uvloop", None)  # (an import of it fails)
+    seen: list[str] = []
+
+    async def main() -> None:
+        await asyncio.sleep(0)
+        seen.append(type(asyncio.get_running_loop()).__module__.split(".")[0])
+
+    run_event_loop(main())
+    assert seen == ["uvloop" if installed else "asyncio"]
