@@ -237,10 +237,10 @@ async def _serve_async(
 def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     """Run ``main`` on uvloop's event loop when it is installed (the ``node`` extra has it).
 
-    Most of the node's own CPU goes to event-loop plumbing: per request, and per message
-    to and from a grading worker. uvloop does the same work for ~17% less of it per
-    rollout (``benchmarks/README.md``, "Round 12"). Without uvloop, asyncio's own loop
-    serves the same requests the same way.
+    Much of the node's own CPU goes to event-loop plumbing: per request, and per message
+    to and from a grading worker. uvloop does that work for less CPU and latency
+    (``benchmarks/README.md``, "Round 12"). Without uvloop, asyncio's own loop serves the
+    same requests the same way.
 
     >>> async def loop_name() -> None:
     ...     print(type(asyncio.get_running_loop()).__module__.split(".")[0])
