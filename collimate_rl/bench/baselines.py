@@ -249,6 +249,11 @@ class WarmForkClient:
             ms = (time.perf_counter() - t0) * 1e3
         return _response(reply["out"], int(reply["rc"]), seed, ms)
 
+    @property
+    def pid(self) -> int:
+        """The fork server's pid (the parent of every rollout's process)."""
+        return self._proc.pid
+
     def close(self) -> None:
         """Stop the fork server (idempotent)."""
         if self._proc.poll() is None:
