@@ -29,12 +29,10 @@ def _pids(name: str) -> list[int]:
 
 
 def _attach(pids: list[int], inherit: bool) -> subprocess.Popen[str]:
-    argv = ["perf", "stat", "-x,", "-e", EVENTS, "-p", ",".join(map(str, pids))]
-    return subprocess.Popen(
-        argv if inherit else [*argv[:2], "--no-inherit", *argv[2:]],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """Start counting ``pids`` (with the children they start, when ``inherit``)."""
+    options = [] if inherit else ["--no-inherit"]
+    argv = ["perf", "stat", *options, "-x,", "-e", EVENTS, "-p", ",".join(map(str, pids))]
+    return subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
 
 
 def _report(counter: subprocess.Popen[str], rollouts: int, label: str) -> None:

@@ -128,6 +128,8 @@ class NodeServer(uvicorn.Server):
         self.signals_seen = max(self.signals_seen, 1)
 
     async def on_tick(self, counter: int) -> bool:
+        if _early_stop:  # noted after start-up looked, before uvicorn took the signals over
+            self.request_drain()
         if self.signals_seen and self._drain_task is None:
             self._drain_task = asyncio.create_task(self._drain(), name="node-drain")
         return await super().on_tick(counter)

@@ -314,7 +314,7 @@ def test_the_node_serves_on_uvloop(tmp_path: Path) -> None:
     proc = _serve_fake(tmp_path)
     assert proc.stdout is not None
     try:
-        serving = next(line for line in proc.stdout if "collimate node serving on" in line)
+        serving = next((line for line in proc.stdout if "collimate node serving on" in line), "")
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
@@ -342,3 +342,38 @@ def test_the_event_loop_is_asyncios_without_uvloop(
 
     run_event_loop(main())
     assert seen == ["uvloop" if installed else "asyncio"]
+
+
+def test_a_signal_noted_during_start_up_drains_the_server_once_it_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A SIGTERM after start-up's last look at the early signals, but before uvicorn takes
+    # them over, is only noted: the server's first tick must still drain and stop.
+    import asyncio
+    import types
+
+    import uvicorn
+
+    from collimate_rl.node import server
+
+    drained: list[str] = []
+
+    async def wait_drained(timeout: float) -> bool:
+        drained.append("waited")
+        return True
+
+    node = types.SimpleNamespace(
+        begin_drain=lambda: drained.append("began"),
+        wait_drained=wait_drained,
+        config=types.SimpleNamespace(drain_timeout=1.0),
+    )
+    monkeypatch.setattr(server, "_early_stop", [signal.SIGTERM])
+    node_server = server.NodeServer(uvicorn.Config(app=None), node)  # type: ignore[arg-type]
+
+    async def tick() -> None:
+        await node_server.on_tick(0)
+        assert node_server._drain_task is not None
+        await node_server._drain_task
+
+    asyncio.run(tick())
+    assert drained == ["began", "waited"] and node_server.should_exit
