@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,20 @@ def start(prefix: str, preexec_fn: Callable[[], None] | None = None) -> tuple[An
         preexec_fn=preexec_fn,
     )
     return node, sock
+
+
+def stop(node: Any, sock: str, timeout: float = 60.0) -> None:
+    """Stop a node :func:`start` started (SIGTERM: a drain; SIGKILL past ``timeout``).
+
+    Then remove its folder: the node removes its socket, the folder is ours.
+    """
+    node.send_signal(signal.SIGTERM)
+    try:
+        node.wait(timeout)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        node.wait()
+    shutil.rmtree(os.path.dirname(sock), ignore_errors=True)
 
 
 def wait_ready(client: Any, node: Any, timeout: float = 120.0) -> None:

@@ -108,8 +108,7 @@ def main() -> int:
         parts = ", ".join(f"{k} {v:.0f}" for k, v in faults.items())
         print(f"per grade, page faults: {parts}")
     finally:
-        node.send_signal(2)
-        node.wait(timeout=60)
+        _local_node.stop(node, sock)
     return 0
 
 

@@ -73,8 +73,7 @@ def main() -> int:
         )
         client.delete_session(session)
     finally:
-        node.terminate()
-        node.wait(timeout=60)
+        _local_node.stop(node, sock)
     return 0
 
 

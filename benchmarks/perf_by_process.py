@@ -90,8 +90,7 @@ def main() -> None:
             list(pool.map(lambda program: floor.exec_once("python3", code=program), programs))
             _report(counter, len(programs), "floor zygote" + (" + children" if inherit else ""))
     finally:
-        node.send_signal(signal.SIGTERM)
-        node.wait(60)
+        _local_node.stop(node, sock)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -111,9 +110,7 @@ def main() -> int:
     try:
         return _run(node, sock, args.rounds, args.task_set)
     finally:
-        node.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            node.wait(60)
+        _local_node.stop(node, sock)
         (BASE / "cgroup.procs").write_text(str(os.getpid()))
         time.sleep(0.5)
         for part in PARTS:

@@ -189,8 +189,9 @@ class LocalNode:
             argv += ["--socket", str(self.socket_path)]
         # The node drains by itself when this process dies, however it dies: it
         # watches a pipe whose only write end we hold (non-inheritable).
+        # Then it also removes this folder: nobody else is left to.
         owner_r, self._owner_w = os.pipe()
-        argv += ["--exit-with-fd", str(owner_r)]
+        argv += ["--exit-with-fd", str(owner_r), "--owned-dir", str(self.workdir)]
         argv += ["--log-level", "warning", *self._flags]
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])

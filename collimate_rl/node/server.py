@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -425,6 +426,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="drain and stop when this inherited pipe's read end reaches EOF, i.e. when "
         "every process holding its write end has exited (LocalNode passes one)",
     )
+    p.add_argument(
+        "--owned-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --exit-with-fd: a folder the owner made for this node (its socket, state "
+        "and log), removed when the node stops because its owner is gone",
+    )
     egress = p.add_argument_group(
         "egress (networked templates, docs/egress.md)",
         "Operator settings of the egress proxy. The defaults are the strict ones; the "
@@ -477,6 +486,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     return p
 
 
+#: Set once the owner's pipe (``--exit-with-fd``) reads EOF.
+_owner_gone = threading.Event()
+
+
 def _exit_with(fd: int) -> None:
     """SIGTERM this process (a drain) once ``fd`` reads EOF: its owner is gone.
 
@@ -488,6 +501,7 @@ def _exit_with(fd: int) -> None:
         with contextlib.suppress(OSError):
             while os.read(fd, 1):
                 pass
+        _owner_gone.set()
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="collimate-owner-watch", daemon=True).start()
@@ -567,6 +581,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if args.owned_dir is not None and _owner_gone.is_set():
+            # nobody is left to remove it (or to read the log in it)
+            shutil.rmtree(args.owned_dir, ignore_errors=True)
     return 0
 
 

@@ -292,6 +292,7 @@ def test_local_node_stops_when_its_owner_is_killed(
             time.sleep(0.1)
         assert not (workdir / "state").exists()  # the drain removed sessions and state
         assert not (workdir / "node.sock").exists()
+        assert not workdir.exists()  # and the folder LocalNode made for it, log and all
     finally:
         if owner.poll() is None:
             owner.kill()
@@ -315,9 +316,12 @@ def test_the_node_serves_on_uvloop(tmp_path: Path) -> None:
     assert proc.stdout is not None
     try:
         serving = next((line for line in proc.stdout if "collimate node serving on" in line), "")
-    finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it did not stop: never leave it serving
+            proc.kill()
+            proc.wait()
     assert "event loop: uvloop" in serving, serving + out
     assert proc.returncode == 0, out
 
