@@ -23,9 +23,17 @@ import _local_node
 EVENTS = "task-clock,minor-faults,context-switches"
 
 
-def _pids(name: str) -> list[int]:
-    found = subprocess.run(["pgrep", name], capture_output=True, text=True).stdout.split()
-    return [int(pid) for pid in found]
+def _named(tree: list[int], prefix: str) -> list[int]:
+    """The processes of ``tree`` whose name starts with ``prefix`` (not another node's)."""
+    found = []
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if fh.read().startswith(prefix):
+                    found.append(pid)
+        except OSError:
+            continue  # gone meanwhile
+    return found
 
 
 def _attach(pids: list[int], inherit: bool) -> subprocess.Popen[str]:
@@ -58,6 +66,7 @@ def main() -> None:
 
     from collimate_rl.bench import grpo
     from collimate_rl.bench.baselines import WarmForkClient
+    from collimate_rl.bench.forks import process_tree
     from collimate_rl.bench.workload import plain_program
     from collimate_rl.wire import CollimateClient
 
@@ -68,10 +77,11 @@ def main() -> None:
         envs = grpo.open_vector_env(client, "humaneval", 4, 8)
         try:
             grpo.run_episodes(envs, 1, warmup=True, first=0)
+            tree = process_tree(node.pid)
             parts = {
-                "zygote" + (" + boxes" if inherit else ""): _pids("col-zygote"),
-                "master": _pids("col-master"),
-                "workers": _pids("col-worker"),
+                "zygote" + (" + boxes" if inherit else ""): _named(tree, "col-zygote"),
+                "master": _named(tree, "col-master"),
+                "workers": _named(tree, "col-worker"),
                 "node": [node.pid],
                 "client": [os.getpid()],
             }
