@@ -13,13 +13,18 @@ import struct
 
 def run_bpf(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
     """The action ``prog`` returns for syscall ``nr`` of ``arch`` with ``args`` (64-bit each)."""
+    return execute(prog, nr, arch, args)[0]
+
+
+def execute(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> tuple[int, int]:
+    """:func:`run_bpf`'s action, and how many instructions the program ran to decide it."""
     ins = [struct.unpack("<HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
     argv = list(args) + [0] * (6 - len(args))
     data = struct.pack("<iIQ6Q", nr, arch, 0, *argv)
     acc = idx = 0
     mem = [0] * 16
     pc = 0
-    for _ in range(1 << 16):
+    for step in range(1, 1 << 16):
         code, jt, jf, k = ins[pc]
         pc += 1
         if code == 0x20:  # ld [k]
@@ -49,9 +54,9 @@ def run_bpf(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
         elif code == 0x45:
             pc += jt if acc & k else jf
         elif code == 0x06:
-            return int(k)
+            return int(k), step
         elif code == 0x16:
-            return int(acc)
+            return int(acc), step
         else:  # pragma: no cover
             raise AssertionError(f"unexpected opcode {code:#x}")
     raise AssertionError("the program does not terminate")  # pragma: no cover
