@@ -271,6 +271,19 @@ async def test_cannot_write_outside(sess: NodeSession, tmp_path: Path) -> None:
         assert not os.path.exists(t)
 
 
+async def test_the_internal_folder_is_an_empty_read_only_cover(sess: NodeSession) -> None:
+    """A box binds an empty dir over ``/.collimate``: the bind carries its source's flags
+    (read-only, nosuid, nodev, noexec), here as the kernel reports them to the box."""
+    code = (
+        "import os\n"
+        "flags = os.statvfs('/.collimate').f_flag\n"
+        "names = ('ST_RDONLY', 'ST_NOSUID', 'ST_NODEV', 'ST_NOEXEC')\n"
+        "print(os.listdir('/.collimate'), [n for n in names if flags & getattr(os, n)])\n"
+    )
+    out = await run(sess, code=code)
+    assert out.output == b"[] ['ST_RDONLY', 'ST_NOSUID', 'ST_NODEV', 'ST_NOEXEC']\n"
+
+
 # ---------------------------------------------------------------- processes
 
 

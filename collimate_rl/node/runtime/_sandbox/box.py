@@ -56,15 +56,15 @@ from .exec_child import EXEC_DEFAULT_SIGNALS, ExecJob, run_job
 from .factory import Stdio, run_main
 from .framing import read_frame, write_all
 from .hardening import apply_limits, drop_all_capabilities
-from .layout import INTERNAL_DIR, SANDBOX_DIR
+from .layout import COVER_DIR, INTERNAL_DIR, SANDBOX_DIR
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
 from .spawned_job import address_space_used, run_spawned, spawnable
 from .syscalls import (
+    MS_BIND,
     MS_NODEV,
     MS_NOEXEC,
     MS_NOSUID,
-    MS_RDONLY,
     PR_SET_DUMPABLE,
     mount,
     prctl,
@@ -156,8 +156,7 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     finally:
         os.close(proc)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-    mount("none", INTERNAL_DIR, "tmpfs", flags, "size=4k,mode=0555")
+    mount(COVER_DIR, INTERNAL_DIR, None, MS_BIND, None)  # empty and read-only (members.py)
     # The master keeps fds 0..4 taken, so no received fd (nor ready_w) is below 5 and
     # the dup2s onto 0..n-1 (n <= 6, in order) never clobber one still to be moved.
     for target, fd in enumerate(spec.fds):

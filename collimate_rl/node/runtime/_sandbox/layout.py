@@ -12,6 +12,10 @@ ZYGOTE_ENV = "COLLIMATE_ZYGOTE_FD"
 
 #: Paths inside the container (``bwrap`` driver).
 INTERNAL_DIR = "/.collimate"
+#: A light session's lineage anchor (``members.py``): its sessions' layer dirs.
+ANCHOR_DIR = "/.collimate/s"
+#: An empty, read-only dir in the anchor that every box binds over ``INTERNAL_DIR``.
+COVER_DIR = "/.collimate/s/.cover"
 SANDBOX_DIR = "/sandbox"
 SITE_DIR = "/opt/collimate/site"
 BIN_DIR = "/opt/collimate/bin"

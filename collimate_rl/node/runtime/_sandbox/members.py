@@ -14,7 +14,8 @@ copy of its own namespace, or of the fork parent's (where the frozen layers are
 mounted). A lineage's layer dirs live on a private anchor tmpfs mounted on
 ``/.collimate/s`` in the first namespace of the lineage, so nothing is created
 in the container's shared ``/.collimate`` and nothing needs removing: the
-anchor goes with the last namespace that mounts it.
+anchor goes with the last namespace that mounts it. The anchor also holds the
+empty, read-only dir every box binds over ``/.collimate`` (``box.py``).
 
 A fork freezes the parent's upper layer (in the parent's namespace, when it
 changed) and makes child records whose ``base`` is the parent's namespace.
@@ -36,7 +37,7 @@ from typing import Any
 
 from .home import Home, open_ns
 from .layers import freeze_upper, overlay_options
-from .layout import INTERNAL_DIR, SANDBOX_DIR
+from .layout import ANCHOR_DIR, COVER_DIR, SANDBOX_DIR
 from .spare_mounts import Spare, SpareMounts, look
 from .syscalls import (
     CLONE_NEWIPC,
@@ -44,13 +45,12 @@ from .syscalls import (
     MS_NODEV,
     MS_NOEXEC,
     MS_NOSUID,
+    MS_RDONLY,
+    MS_REMOUNT,
     mount,
     setns,
     unshare,
 )
-
-#: Where a lineage's anchor tmpfs is mounted (each session's layer dir is a dir in it).
-ANCHOR = os.path.join(INTERNAL_DIR, "s")
 
 
 @dataclass
@@ -164,10 +164,10 @@ class Members:
         if spare is not None:
             mnt, member.layer_dir, member.built = spare.mnt, spare.layer_dir, spare.built
         else:
-            member.layer_dir = os.path.join(ANCHOR, member.key)
+            member.layer_dir = os.path.join(ANCHOR_DIR, member.key)
             with self.home.fresh_mount_ns(member.base):
                 if rooted:  # the first namespace of a lineage: its private anchor
-                    mount("tmpfs", ANCHOR, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
+                    _anchor()
                 self._layers(member)
                 member.built = look(member.layer_dir) if rooted else None
                 mnt = open_ns("mnt")
@@ -210,3 +210,17 @@ class Members:
                 MS_NOSUID | MS_NOEXEC,
                 "newinstance,ptmxmode=0666,mode=0620",
             )
+
+
+def _anchor() -> None:
+    """Mount a lineage's anchor tmpfs, with the cover its boxes bind over ``/.collimate``.
+
+    A box hides the node's internal folder before it runs anything: a bind of this empty,
+    read-only dir (its flags go with it) costs the box less than a tmpfs of its own
+    (a superblock made and torn down per box).
+    """
+    mount("tmpfs", ANCHOR_DIR, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
+    os.mkdir(COVER_DIR, 0o555)
+    mount(COVER_DIR, COVER_DIR, None, MS_BIND, None)
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    mount(None, COVER_DIR, None, flags, None)
