@@ -362,7 +362,14 @@ def test_benchmark_scripts_import(script: str) -> None:
 
 @pytest.mark.parametrize(
     "script",
-    ["box_cost.py", "noop_split.py", "perf_by_process.py", "prep_cost.py", "profile_split.py"],
+    [
+        "box_cost.py",
+        "noop_split.py",
+        "perf_by_process.py",
+        "prep_cost.py",
+        "profile_split.py",
+        "box_setup.py",
+    ],
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
     # run as documented: by path, from outside the checkout (they share _local_node.py)
