@@ -206,6 +206,10 @@ class LocalNode:
                     stderr=subprocess.STDOUT,
                     env=env,
                     pass_fds=(owner_r,),
+                    # Not in our process group: a signal to the group (a terminal's Ctrl-C,
+                    # Jupyter's interrupt and shutdown) is for us; the node follows this
+                    # process, through stop() or the pipe above.
+                    start_new_session=True,
                 )
             finally:
                 os.close(owner_r)

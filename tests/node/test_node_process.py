@@ -299,6 +299,56 @@ def test_local_node_stops_when_its_owner_is_killed(
             owner.wait()
 
 
+def test_signals_to_the_owners_process_group_do_not_reach_its_node(
+    node_kwargs: dict[str, object],
+) -> None:
+    # Jupyter interrupts a kernel, as a terminal's Ctrl-C does a job, with a SIGINT to the
+    # whole process group, and shuts it down with a SIGTERM to the group. The node is not in
+    # it: after the SIGINT it still serves its owner, and after the SIGTERM (which ends the
+    # owner before its own clean-up ran) it stops as an orphan does and removes its folder.
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys\n"
+            "from collimate_rl.node import LocalNode\n"
+            "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a kernel does: it goes on\n"
+            f"node = LocalNode(**{node_kwargs!r}).start()\n"
+            "client = node.client()\n"
+            "print(node.pid, node.workdir, flush=True)\n"
+            "for _ in sys.stdin:\n"
+            "    template = client.health()['templates'][0]\n"
+            "    client.delete_session(client.create_session(template)['session_id'])\n"
+            "    print('served', flush=True)\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+        start_new_session=True,  # its own group, which this test signals
+    )
+    try:
+        assert owner.stdin is not None and owner.stdout is not None
+        line = owner.stdout.readline().split()
+        assert line, "the owner did not start its node"
+        node_pid, workdir = int(line[0]), Path(line[1])
+        os.killpg(owner.pid, signal.SIGINT)
+        time.sleep(1.0)  # (a node that took it drains and exits well within this)
+        owner.stdin.write("go\n")
+        owner.stdin.flush()
+        assert owner.stdout.readline() == "served\n"
+        os.killpg(owner.pid, signal.SIGTERM)
+        owner.wait(10)
+        deadline = time.monotonic() + 60
+        while _alive(node_pid) or workdir.exists():
+            assert time.monotonic() < deadline, "the node or its folder outlived the owner"
+            time.sleep(0.1)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
 def _alive(pid: int) -> bool:
     # The node is the killed owner's orphan (reparented, not our child): a
     # zombie still counts as exited.
