@@ -11,12 +11,13 @@ neither pick nor change its policy. Each connection is sniffed: a first byte
 >>> import asyncio, os, tempfile
 >>> from collimate_rl.node.egress.policy import NONE
 >>> async def demo() -> tuple[bool, bool]:
-...     path = os.path.join(tempfile.mkdtemp(), "k.net.sock")
-...     gate = EgressGate(path, NONE)
-...     await gate.start()
-...     listening = os.path.exists(path)
-...     await gate.close()
-...     return listening, os.path.exists(path)
+...     with tempfile.TemporaryDirectory() as folder:
+...         path = os.path.join(folder, "k.net.sock")
+...         gate = EgressGate(path, NONE)
+...         await gate.start()
+...         listening = os.path.exists(path)
+...         await gate.close()
+...         return listening, os.path.exists(path)
 >>> asyncio.run(demo())
 (True, False)
 """
