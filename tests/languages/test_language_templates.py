@@ -81,9 +81,11 @@ def test_language_templates_have_networked_twins(local_client: Any, offered: Any
 def test_closing_the_runtime_stops_a_warm_up_midway(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A C++ precompiled header still building when the runtime closes: killed, no leftovers."""
+    """A C++ precompiled header still building when the runtime closes: killed, no leftovers,
+    not even the compiler's own temporary files (its ``TMPDIR`` is a folder of the build)."""
     import asyncio
     import subprocess
+    import time
 
     from collimate_rl.node.runtime import create_runtime
 
@@ -100,6 +102,14 @@ def test_closing_the_runtime_stops_a_warm_up_midway(
             session = await rt.create_session("cpp", "s1")
             await session.close()
             assert rt.languages._tasks, "the warm-up is building"
+            deadline = time.monotonic() + 30
+            while not (compilers := _processes_with(str(cache))):
+                assert time.monotonic() < deadline, "the warm-up never started its compiler"
+                await asyncio.sleep(0.02)
+            for pid in compilers:
+                env = _environ(pid)
+                if env is not None:  # (None: it exited meanwhile)
+                    assert env.get("TMPDIR", "").startswith(str(cache) + os.sep), (pid, env)
         finally:
             await rt.close()
 
@@ -108,3 +118,26 @@ def test_closing_the_runtime_stops_a_warm_up_midway(
     assert str(cache) not in ps, "no compiler left running"
     leftovers = [p.name for p in cache.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == [] and not list(cache.rglob("*.gch"))
+    assert not list(cache.rglob(".scratch-*"))  # the compiler's temporary files went with it
+
+
+def _processes_with(text: str) -> list[int]:
+    """The processes whose command line holds ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile
+    return found
+
+
+def _environ(pid: int) -> dict[str, str] | None:
+    try:
+        data = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (item.decode(errors="replace").partition("=") for item in data.split(b"\0") if item)
+    return {key: value for key, _, value in pairs}

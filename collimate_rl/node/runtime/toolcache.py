@@ -231,29 +231,33 @@ async def _build_locked(
             return  # built meanwhile
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         argv = ["nice", "-n", "10", *command(str(tmp))]
-        run_env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LANG": "C.UTF-8",
-            **(env or {}),
-        }
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=run_env,
-            start_new_session=True,
-        )
-        try:
-            _, err = await proc.communicate()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            await proc.wait()
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        # The compiler's own temporary files go to a folder of this build, removed with
+        # it: a compiler killed midway (the node closing) cannot remove them itself.
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".scratch-") as scratch:
+            run_env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "LANG": "C.UTF-8",
+                "TMPDIR": scratch,
+                **(env or {}),
+            }
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=run_env,
+                start_new_session=True,
+            )
+            try:
+                _, err = await proc.communicate()
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+                await proc.wait()
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise
         if proc.returncode != 0 or not tmp.exists():
             log.info("warm-up %s failed: %s", target, err.decode(errors="replace")[-500:])
             with contextlib.suppress(OSError):
