@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faults._proc import processes_with
 
 from collimate_rl.cli import main as cli
 from collimate_rl.errors import CollimateNotFoundError, CollimateUsageError
@@ -103,7 +104,7 @@ def test_closing_the_runtime_stops_a_warm_up_midway(
             await session.close()
             assert rt.languages._tasks, "the warm-up is building"
             deadline = time.monotonic() + 30
-            while not (compilers := _processes_with(str(cache))):
+            while not (compilers := processes_with(str(cache))):
                 assert time.monotonic() < deadline, "the warm-up never started its compiler"
                 await asyncio.sleep(0.02)
             for pid in compilers:
@@ -119,19 +120,6 @@ def test_closing_the_runtime_stops_a_warm_up_midway(
     leftovers = [p.name for p in cache.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == [] and not list(cache.rglob("*.gch"))
     assert not list(cache.rglob(".scratch-*"))  # the compiler's temporary files went with it
-
-
-def _processes_with(text: str) -> list[int]:
-    """The processes whose command line holds ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue  # gone meanwhile
-    return found
 
 
 def _environ(pid: int) -> dict[str, str] | None:
