@@ -85,6 +85,7 @@ def create_runtime(
     memory_limit_bytes: int | None = None,
     share_site_packages: bool = False,
     light_sessions: bool = True,
+    native_zygote: bool = True,
     languages: str | Sequence[str] | None = None,
 ) -> LocalRuntime:
     """Build (not start) the node's runtime; ``await runtime.start()`` next.
@@ -105,6 +106,9 @@ def create_runtime(
     ``light_sessions``: sessions without a service or network are records in
     their template's master, run in boxes by its workers (``docs/fast-path.md``);
     ``False`` gives every session a server process of its own.
+    ``native_zygote``: the zygote that clones boxes runs its loop in C, built once
+    per machine with the host's C compiler (:mod:`.native`); ``False``, no
+    compiler or a failed build: the same loop in Python (slower, same behaviour).
     ``languages``: the built-in language templates offered (``None``: the
     ``COLLIMATE_LANGUAGES`` environment variable, default ``"auto"``, every
     toolchain found; ``"none"``; or names such as ``["c", "cpp"]``). Each
@@ -141,5 +145,6 @@ def create_runtime(
         memory_limit_bytes=memory_limit_bytes,
         share_site_packages=share_site_packages,
         light_sessions=light_sessions,
+        native_zygote=native_zygote,
         languages=languages,
     )

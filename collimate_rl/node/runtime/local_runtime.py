@@ -45,6 +45,7 @@ from .host_paths import (
 from .languages import LanguageTemplates
 from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
+from .native import zygote_loop_library
 from .sandbox_uid import resolve_sandbox_uid
 from .template_host import TemplateHost
 
@@ -76,12 +77,16 @@ class LocalRuntime:
         memory_limit_bytes: int | None = None,
         share_site_packages: bool = False,
         light_sessions: bool = True,
+        native_zygote: bool = True,
         languages: Sequence[str] | str | None = None,
     ) -> None:
         self.isolation = isolation
         #: sessions without a service or network are records run in boxes (docs/fast-path.md);
         #: False: every session gets its own server (the design before; tests of it use this)
         self.light_sessions = light_sessions
+        self._native_zygote = native_zygote
+        #: the zygotes' native clone loop (``native.py``), once built; None: they loop in Python
+        self.zygote_loop: Path | None = None
         #: the built-in language templates (c, cpp, java, ...), started on first use
         self.languages = LanguageTemplates(languages)
         #: host site-packages bound read-only into every sandbox (operator opt-in)
@@ -145,6 +150,7 @@ class LocalRuntime:
             "bwrap": self.bwrap_path,
             "sandbox_uid": self.sandbox_uid,
             "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
+            "zygote_loop": "native" if self.zygote_loop is not None else "python",
             "templates": self.templates(),
             "unavailable_templates": self.unavailable_templates(),
             "warning": None
@@ -209,6 +215,8 @@ class LocalRuntime:
         self._claim.note_memcg(self._memcg_parent, self._memcg_tag)
         if self._memcg_parent is None and self.memory_limit_bytes > 0:
             log.info("no writable cgroup-v1 memory controller: running without a memory cgroup")
+        if self._native_zygote and self.isolation is Isolation.BWRAP:
+            self.zygote_loop = await asyncio.to_thread(zygote_loop_library)
         self._started = True
         try:
             await self.add_template(TemplateSpec(BUILTIN_TEMPLATE, preload=()))

@@ -60,6 +60,8 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "resource",
     "atexit",
 )
+#: Where a container finds the folder of the zygote's native loop (``native.py``).
+ZYGOTE_LOOP_DIR = "/.collimate/zygote-loop"
 #: sun_path holds 108 bytes, the last one a NUL
 _UNIX_PATH_MAX = 107
 #: room for "master.sock" and session keys ("<base36>.sock")
@@ -75,6 +77,7 @@ class HostRuntime(Protocol):
     sandbox_uid: int
     site_dirs: list[Path]
     light_sessions: bool
+    zygote_loop: Path | None
     limits: Limits
 
     def chown(self, path: Path) -> None: ...
@@ -82,6 +85,11 @@ class HostRuntime(Protocol):
     def make_memcg(self, name: str) -> MemoryCgroup | None: ...
 
     def note_host(self, pid: int) -> None: ...
+
+
+def _in_container(library: Path | None) -> str | None:
+    """Where the container sees the zygote's native loop (``None``: not built)."""
+    return f"{ZYGOTE_LOOP_DIR}/{library.name}" if library is not None else None
 
 
 def _limits_dict(limits: Limits) -> dict[str, int]:
@@ -245,6 +253,7 @@ class TemplateHost:
             "none_root": none_root,
             "warm_modules": warm_modules(spec.interpreter),
             "light": self.light,  # sessions as records, run in boxes (docs/fast-path.md)
+            "zygote_loop": _in_container(self.runtime.zygote_loop),
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
@@ -256,6 +265,7 @@ class TemplateHost:
             python_paths()[1],
             *numpy_dirs(),
             SUPERVISOR_DIR,
+            *([self.runtime.zygote_loop.parent] if self.runtime.zygote_loop is not None else []),
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
             *self.runtime.site_dirs,
@@ -280,6 +290,8 @@ class TemplateHost:
         argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
         argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/s", "--dir", "/.collimate/empty"]
         argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
+        if rt.zygote_loop is not None:  # (a folder: the launch re-exposes folders, not files)
+            argv += ["--ro-bind", str(rt.zygote_loop.parent), ZYGOTE_LOOP_DIR]
         argv += ["--bind", str(self.sock_dir), "/.collimate/socks"]
         lowers: list[str] = []
         for i, layer in enumerate(self.spec.layers):

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from collimate_rl._languages import LANGUAGES
 
-__all__ = ["WarmUp", "cache_root", "pch_flags", "warm_up"]
+__all__ = ["WarmUp", "cache_root", "pch_flags", "readable_folder", "run_captured", "warm_up"]
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -96,11 +96,17 @@ def _key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False)
+def run_captured(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a tool to its end (at most a minute), its output captured as text."""
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=60, check=False, env=env
+    )
 
 
-def _folder(root: Path, *parts: str) -> Path:
+def readable_folder(root: Path, *parts: str) -> Path:
+    """``root/parts...``, created, with every folder from ``root`` down world-readable."""
     folder = root.joinpath(*parts)
     folder.mkdir(parents=True, exist_ok=True)
     for path in [root, *folder.relative_to(root).parents, folder.relative_to(root)]:
@@ -127,7 +133,7 @@ def warm_up(language: str, tools: Mapping[str, str], root: Path | None = None) -
 
 def _find_header(gxx: str, flags: Sequence[str]) -> Path | None:
     """``bits/stdc++.h`` in g++'s own include directories."""
-    probe = _run([gxx, *flags, "-x", "c++", "-E", "-v", os.devnull])
+    probe = run_captured([gxx, *flags, "-x", "c++", "-E", "-v", os.devnull])
     listing = probe.stderr.split("#include <...> search starts here:", 1)[-1]
     for line in listing.splitlines():
         folder = line.strip()
@@ -144,9 +150,9 @@ def _cpp(gxx: str, root: Path) -> WarmUp | None:
     header = _find_header(gxx, flags)
     if header is None:
         return None
-    version = _run([gxx, "--version"]).stdout.split("\n", 1)[0]
+    version = run_captured([gxx, "--version"]).stdout.split("\n", 1)[0]
     key = _key(version, " ".join(flags), str(header), str(header.stat().st_mtime_ns))
-    folder = _folder(root, "cpp", key)
+    folder = readable_folder(root, "cpp", key)
     gch = folder / f"{_PCH_HEADER}.gch"
 
     async def build() -> None:
@@ -172,12 +178,12 @@ def _javac_flags() -> list[str]:
 
 def _java(javac: str, root: Path) -> WarmUp | None:
     real = str(Path(javac).resolve())
-    version = _run([real, "-version"])
+    version = run_captured([real, "-version"])
     flags = _javac_flags()
     key = _key(version.stdout + version.stderr, " ".join(flags), real)
-    folder = _folder(root, "java", key)
+    folder = readable_folder(root, "java", key)
     archive = folder / "javac.jsa"
-    bin_dir = _folder(root, "java", key, "bin")
+    bin_dir = readable_folder(root, "java", key, "bin")
     wrapper = bin_dir / "javac"
     if not wrapper.exists():
         use = shlex.join([real, f"-J-XX:SharedArchiveFile={archive}", "-J-Xlog:cds=off"])

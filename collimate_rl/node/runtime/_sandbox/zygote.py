@@ -7,16 +7,14 @@ a third of its time went to those copies). At start-up, right after the
 preload, it forks Z, a pristine copy that has never received a request. Z's
 whole loop is: receive a clone command and its descriptors, step into the
 session's namespaces, ``clone`` with ``CLONE_PARENT`` (the box is the master's
-child: the master reaps it, as before), step back, answer the pid. Few pages
-move, so few are copied. Before the loop Z sets what every box starts from, so
-no box builds it: the template's environment and the candidates' stdio objects.
+child: the master reaps it, as before), step back, answer the pid
+(``zygote_loop.py``: in C where the node could build it, else in Python).
+Before the loop Z sets what every box starts from, so no box builds it: the
+template's environment and the candidates' stdio objects.
 
-Command (one ``SOCK_SEQPACKET`` datagram from the master): ``marshal`` of
-``(role, seed, env, box_fd_count, has_ready_pipe, clone_flags)`` (``env``: a
-candidate's changes to Z's environment, see ``environ.py``) with, by
-``SCM_RIGHTS``, the box's fds, its ready pipe (a candidate's), the session's
-mount and IPC namespaces and, optionally, a pooled network namespace. Answer: the pid as 8 bytes (signed,
-big-endian), or ``-errno``.
+The command's box part is ``marshal`` of ``(role, seed, env)`` (``env``: a
+candidate's changes to Z's environment, see ``environ.py``); the box reads it,
+Z never does.
 """
 
 # ruff: noqa: SIM105
@@ -27,17 +25,15 @@ import marshal
 import os
 import signal
 import socket
+import sys
 from typing import Any
 
 from .box import BoxSpec, box_main
 from .environ import replace_environ, template_env
 from .factory import Stdio, open_stdio
 from .home import Home
-from .syscalls import PR_SET_PDEATHSIG, clone_process, prctl, set_name
-
-#: clone(2)'s flag: the child's parent is the caller's parent (the master).
-CLONE_PARENT = 0x00008000
-_MAX_FDS = 16
+from .syscalls import PR_SET_PDEATHSIG, prctl, set_name
+from .zygote_loop import choose_loop, pack_command, unpack_command
 
 
 class Zygote:
@@ -68,7 +64,8 @@ class Zygote:
         """Have Z clone a box; its pid (an ``OSError`` when Z cannot)."""
         ready = [spec.ready_w] if spec.ready_w >= 0 else []
         fds = [*spec.fds, *ready, mnt, ipc] + ([net] if net >= 0 else [])
-        command = marshal.dumps((spec.role, spec.seed, spec.env, len(spec.fds), bool(ready), flags))
+        box_part = marshal.dumps((spec.role, spec.seed, spec.env))
+        command = pack_command(flags, len(spec.fds), bool(ready), box_part)
         try:
             self.sock.sendmsg(
                 [command], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
@@ -103,21 +100,29 @@ def _zygote_main(
         # every box sets its exec's environment: start it from what they share
         replace_environ(template_env(cfg))
         stdio = _stdio_for_candidates()
-        space = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
-        while True:
-            msg, ancdata, _flags, _addr = sock.recvmsg(4096, space)
-            if not msg:
-                os._exit(0)
-            fds: list[int] = []
-            for level, kind, data in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds += array.array("i", data[: len(data) - len(data) % 4])
-            answer = _clone(fds, msg, home, cfg, cap_last, stdio)
-            for fd in fds:
-                os.close(fd)
-            sock.send(answer.to_bytes(8, "big", signed=True))
+        serve, kind = choose_loop(cfg.get("zygote_loop"))
+        if kind != "native" and cfg.get("zygote_loop"):
+            print("zygote: the native loop did not load; serving in Python", file=sys.stderr)
+        received = serve(sock, home)  # returns in each box, or when the master hung up
+        if received is None:
+            os._exit(0)
+        command, fds = received
     except BaseException:
         os._exit(1)
+    try:  # the box, in its new namespaces for good
+        spec = _box_spec(command, fds, cfg, cap_last, stdio)
+    except BaseException:
+        os._exit(1)  # (never back into Z's loop)
+    box_main(spec)
+
+
+def _box_spec(
+    command: bytes, fds: list[int], cfg: dict[str, Any], cap_last: int, stdio: Stdio
+) -> BoxSpec:  # pragma: no cover - in a box
+    _flags, count, has_ready, box_part = unpack_command(command)
+    role, seed, env = marshal.loads(box_part)
+    ready = fds[count] if has_ready else -1
+    return BoxSpec(role, fds[:count], ready, cfg, cap_last, seed=seed, env=env, stdio=stdio)
 
 
 def _stdio_for_candidates() -> Stdio:  # pragma: no cover - in Z
@@ -140,35 +145,3 @@ def _stdio_for_candidates() -> Stdio:  # pragma: no cover - in Z
             os.close(copy)
         os.close(r)
         os.close(w)
-
-
-def _clone(
-    fds: list[int], msg: bytes, home: Home, cfg: dict[str, Any], cap_last: int, stdio: Stdio
-) -> int:  # pragma: no cover - in Z
-    # Every page Z writes is shared with the boxes still alive, so each write copies one:
-    # Z only reads the command, steps in, clones and steps back; the box makes its spec.
-    try:
-        role, seed, env, count, has_ready, flags = marshal.loads(msg)
-        at = count + bool(has_ready)
-        net = fds[at + 2] if len(fds) > at + 2 else -1
-        entered = home.step_in(fds[at], net, fds[at + 1])
-        try:
-            pid = clone_process(flags | CLONE_PARENT)
-        except BaseException:
-            home.step_out(entered)
-            raise
-        if pid == 0:  # the box, in its new namespaces for good
-            try:
-                ready = fds[count] if has_ready else -1
-                spec = BoxSpec(
-                    role, fds[:count], ready, cfg, cap_last, seed=seed, env=env, stdio=stdio
-                )
-            except BaseException:
-                os._exit(1)  # (never back into Z's loop)
-            box_main(spec)
-        home.step_out(entered)
-        return pid
-    except OSError as exc:
-        return -(exc.errno or 1)
-    except (ValueError, TypeError, IndexError, EOFError):
-        return -22  # EINVAL: a command Z cannot read
