@@ -43,6 +43,15 @@ def procs_of_uid(uid: int) -> list[int]:
     return out
 
 
+async def until_no_process_of(uid: int, seconds: float = 2.0) -> list[int]:
+    """Wait (at most ``seconds``) for every process of ``uid`` to be gone; those left."""
+    for _ in range(int(seconds / 0.02)):
+        if not procs_of_uid(uid):
+            break
+        await asyncio.sleep(0.02)
+    return procs_of_uid(uid)
+
+
 def mounts_mentioning(text: str) -> list[str]:
     return [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines() if text in ln]
 
@@ -105,11 +114,7 @@ async def test_no_leaks_after_heavy_use_and_close(
             assert stats["light"] == 6 and stats["boxes"] == 0, stats
     finally:
         await rt.close()
-    for _ in range(100):
-        if not procs_of_uid(uid):
-            break
-        await asyncio.sleep(0.02)
-    assert procs_of_uid(uid) == []
+    assert await until_no_process_of(uid) == []
     assert not tmp_state.exists()
     assert mounts_mentioning(str(tmp_state)) == []
     assert mounts_mentioning("collimate") == []

@@ -20,7 +20,7 @@ import pytest
 from collimate_rl.node.runtime import LocalRuntime, LocalSession, create_runtime
 
 from .conftest import SANDBOX_UID, TEST_LIMITS, run
-from .test_runtime_lifecycle import procs_of_uid
+from .test_runtime_lifecycle import procs_of_uid, until_no_process_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
@@ -276,11 +276,7 @@ async def test_closing_a_session_kills_its_factory(require_bwrap: None, tmp_stat
         assert len(procs_of_uid(uid)) == base
     finally:
         await rt.close()
-    for _ in range(100):
-        if not procs_of_uid(uid):
-            break
-        await asyncio.sleep(0.02)
-    assert procs_of_uid(uid) == []
+    assert await until_no_process_of(uid) == []
 
 
 async def test_the_none_driver_has_no_factory(tmp_state: Path) -> None:

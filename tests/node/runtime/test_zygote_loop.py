@@ -39,6 +39,7 @@ from collimate_rl.node.runtime._sandbox.zygote_loop import COMMAND_MAX, HEADER, 
 
 from .conftest import SANDBOX_UID, TEST_LIMITS, run
 from .test_fastpath_attacks import grade_in, sessions, template_processes
+from .test_runtime_lifecycle import until_no_process_of
 
 TWIN = Path(__file__).with_name("_zygote_twin.py")
 #: What a box is cloned with (the master's flags), none, and two sets clone(2) refuses.
@@ -278,8 +279,4 @@ async def test_a_zygote_looping_in_python_serves_a_node_alike(require_bwrap: Non
         assert zygotes and not any("zygote_loop" in maps for maps in zygotes.values())
     finally:
         await rt.close()
-    for _ in range(200):
-        if not template_processes(uid):
-            break
-        await asyncio.sleep(0.05)
-    assert template_processes(uid) == {}
+    assert await until_no_process_of(uid, seconds=10) == []

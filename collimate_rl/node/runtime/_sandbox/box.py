@@ -106,10 +106,11 @@ class BoxSpec:
         # a candidate's environment, as changes from Z's (``None``: unset; see environ.py)
         self.env = env or {}
         self.stdio = stdio  # a candidate's, unused, made by Z (zygote.py)
-        # a JobContext (exec_child.run_job)
+        # a JobContext (exec_child.run_job); ``base_env`` is only read (``template_env``
+        # copies it), so not copied here: a copy cost every box ~20 page faults
         self.sandbox_dir = SANDBOX_DIR
         self.tmp_dir = "/tmp"
-        self.base_env: dict[str, str] = dict(cfg.get("base_env") or {})
+        self.base_env: dict[str, str] = cfg.get("base_env") or {}
 
 
 def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned box
