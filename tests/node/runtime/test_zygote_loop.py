@@ -9,6 +9,7 @@ that a node whose zygote loops in Python grades, runs and cleans up the same.
 from __future__ import annotations
 
 import array
+import ast
 import asyncio
 import errno
 import os
@@ -101,16 +102,17 @@ class Twin:
             chunk = os.read(self.reports, 4096)
             assert chunk, "the report pipe closed"
             line += chunk
-        got: tuple[bytes, int, list[str]] = eval(line)  # our own repr()
+        got: tuple[bytes, int, list[str]] = ast.literal_eval(line.decode())  # the box's repr()
         return got
 
     def close(self) -> int:
-        self.sock.close()
-        code = self.proc.wait(10)
-        os.close(self.reports)
-        for fd in self.session:
-            os.close(fd)
-        return code
+        """Hang up; the zygote's exit status (its descriptors here are closed too)."""
+        if self.sock.fileno() >= 0:
+            self.sock.close()
+            os.close(self.reports)
+            for fd in self.session:
+                os.close(fd)
+        return self.proc.wait(10)
 
 
 @pytest.fixture
@@ -120,8 +122,7 @@ def twins(library: Path) -> Iterator[dict[str, Twin]]:
         yield started
     finally:
         for twin in started.values():
-            if twin.proc.poll() is None:
-                twin.close()
+            twin.close()
 
 
 @needs_compiler
