@@ -218,12 +218,14 @@ async def _serve_async(
         )
         server = NodeServer(uv_config, node)
         isolation = getattr(runtime.isolation, "value", runtime.isolation)
+        info: dict[str, Any] = getattr(runtime, "info", dict)()
         logger.info(
-            "collimate node serving on %s (isolation: %s, %s, event loop: %s)",
+            "collimate node serving on %s (isolation: %s, %s, event loop: %s%s)",
             where,
             isolation,
             "bearer token required" if token is not None else "no token",
             type(asyncio.get_running_loop()).__module__.split(".")[0],
+            f", zygote loop: {info['zygote_loop']}" if info.get("zygote_loop") else "",
         )
         if config.egress.customized:
             logger.warning(

@@ -150,13 +150,19 @@ class LocalRuntime:
             "bwrap": self.bwrap_path,
             "sandbox_uid": self.sandbox_uid,
             "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
-            "zygote_loop": "native" if self.zygote_loop is not None else "python",
+            "zygote_loop": self._zygote_loop_kind(),
             "templates": self.templates(),
             "unavailable_templates": self.unavailable_templates(),
             "warning": None
             if self.isolation is Isolation.BWRAP
             else "isolation=none: sandboxed code runs without any isolation",
         }
+
+    def _zygote_loop_kind(self) -> str | None:
+        """Which clone loop the zygotes run (``native.py``); ``None`` without isolation."""
+        if self.isolation is not Isolation.BWRAP:
+            return None
+        return "native" if self.zygote_loop is not None else "python"
 
     def chown(self, path: Path) -> None:
         if os.geteuid() == 0 and self.isolation is Isolation.BWRAP:

@@ -14,6 +14,7 @@ import asyncio
 import errno
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -250,6 +251,30 @@ async def test_a_templates_zygote_runs_the_native_loop(rt: LocalRuntime) -> None
         await sess.close()
     zygotes = zygotes_of(SANDBOX_UID)
     assert zygotes and all("zygote_loop.so" in maps for maps in zygotes.values())
+
+
+@needs_compiler
+@pytest.mark.bwrap
+def test_a_node_says_which_loop_its_zygotes_run(require_bwrap: None, tmp_path: Path) -> None:
+    # An operator reads it in the start-up line (a machine without a compiler says "python").
+    where = ["--socket", str(tmp_path / "n.sock"), "--state-dir", str(tmp_path / "state")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collimate_rl.node", "serve", *where],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        serving = next((line for line in proc.stdout if "collimate node serving on" in line), "")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # it did not stop: never leave it serving
+            proc.kill()
+            proc.wait()
+    assert "zygote loop: native" in serving, serving + out
+    assert proc.returncode == 0, out
 
 
 @pytest.mark.anyio
