@@ -5,9 +5,10 @@
 Like the master before it forks the zygote, it enters a user namespace of its own
 (with its mount, network and IPC namespaces), then makes a "session": one more
 namespace of each kind, whose descriptors it sends on the socket (with ``ready``)
-before it serves clone commands there with the loop asked for. Every box it clones
-writes to the report pipe what it got (the command, how many descriptors) and where
-it is (its mount, IPC and network namespaces), then exits.
+and closes (then says ``serving``), before it serves clone commands there with the
+loop asked for. Every box it clones writes to the report pipe what it got (the
+command, how many descriptors) and where it is (its mount, IPC and network
+namespaces), then exits.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def main() -> None:
     socket.send_fds(sock, [b"ready"], session)
     for fd in session:
         os.close(fd)
+    sock.send(b"serving")  # (the test counts our descriptors from here on)
     received = serve(sock, home)
     if received is None:
         os._exit(0)

@@ -77,6 +77,7 @@ class Twin:
         os.close(report_w)
         ready, self.session, _, _ = socket.recv_fds(self.sock, 16, 3)
         assert ready == b"ready", ready
+        assert self.sock.recv(16) == b"serving"  # (it closed its copies of the session's fds)
         self.home = self.namespaces()
         self.open_fds = self.fd_count()
 
