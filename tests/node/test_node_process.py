@@ -208,28 +208,41 @@ def test_stale_socket_is_replaced_and_live_one_refused(tmp_path: Path) -> None:
     second.close()
 
 
-def _serve_fake(tmp: Path, **env: str) -> subprocess.Popen[str]:
-    depth = len(fakes.__name__.split("."))
-    root = Path(fakes.__file__).resolve().parents[depth - 1]
-    full_env = {**os.environ, "PYTHONPATH": str(root), **env}
+def serve_node(tmp: Path, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``collimate serve`` on a unix socket and a state dir in ``tmp``; its output merged, text."""
+    where = ["--socket", str(tmp / "n.sock"), "--state-dir", str(tmp / "state")]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "collimate_rl.node",
-            "serve",
-            "--socket",
-            str(tmp / "n.sock"),
-            "--state-dir",
-            str(tmp / "state"),
-            "--runtime-factory",
-            f"{fakes.__name__}:create_fake_runtime",
-        ],
-        env=full_env,
+        [sys.executable, "-m", "collimate_rl.node", "serve", *where, *flags],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def start_up_line(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """A serving node's start-up line, and the rest of its output once SIGTERM stopped it.
+
+    A node that does not stop within ``timeout`` is killed: never left serving.
+    """
+    assert proc.stdout is not None
+    try:
+        serving = next((line for line in proc.stdout if "collimate node serving on" in line), "")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return serving, out
+
+
+def _serve_fake(tmp: Path, **env: str) -> subprocess.Popen[str]:
+    depth = len(fakes.__name__.split("."))
+    root = Path(fakes.__file__).resolve().parents[depth - 1]
+    full_env = {**os.environ, "PYTHONPATH": str(root), **env}
+    factory = f"{fakes.__name__}:create_fake_runtime"
+    return serve_node(tmp, "--runtime-factory", factory, env=full_env)
 
 
 def test_failed_start_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
@@ -363,15 +376,7 @@ def test_the_node_serves_on_uvloop(tmp_path: Path) -> None:
     # The node extra installs uvloop, and the node runs its event loop on it (and says so).
     pytest.importorskip("uvloop")
     proc = _serve_fake(tmp_path)
-    assert proc.stdout is not None
-    try:
-        serving = next((line for line in proc.stdout if "collimate node serving on" in line), "")
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:  # it did not stop: never leave it serving
-            proc.kill()
-            proc.wait()
+    serving, out = start_up_line(proc, timeout=30)
     assert "event loop: uvloop" in serving, serving + out
     assert proc.returncode == 0, out
 

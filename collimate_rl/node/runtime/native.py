@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from .host_paths import SUPERVISOR_DIR
-from .toolcache import cache_root, readable_folder, run_captured
+from .toolcache import cache_key, cache_root, readable_folder, run_captured
 
 __all__ = ["LOOP_SOURCE", "find_compiler", "zygote_loop_library"]
 
@@ -56,9 +56,7 @@ def zygote_loop_library(root: Path | None = None, compiler: str | None = None) -
     try:
         source = LOOP_SOURCE.read_bytes()
         version = run_captured([cc, "--version"]).stdout.split("\n", 1)[0]
-        key = hashlib.sha256(
-            b"\0".join([source, version.encode(), cc.encode(), platform.machine().encode()])
-        ).hexdigest()[:16]
+        key = cache_key(hashlib.sha256(source).hexdigest(), version, cc, platform.machine())
         folder = readable_folder(cache_root() if root is None else root, "zygote-loop", key)
         library = folder / "zygote_loop.so"
         if not library.exists():

@@ -40,7 +40,15 @@ from pathlib import Path
 
 from collimate_rl._languages import LANGUAGES
 
-__all__ = ["WarmUp", "cache_root", "pch_flags", "readable_folder", "run_captured", "warm_up"]
+__all__ = [
+    "WarmUp",
+    "cache_key",
+    "cache_root",
+    "pch_flags",
+    "readable_folder",
+    "run_captured",
+    "warm_up",
+]
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -92,7 +100,8 @@ def pch_flags(compile_argv: Sequence[str]) -> list[str]:
     return [a for a in compile_argv if _PCH_FLAG.match(a)]
 
 
-def _key(*parts: str) -> str:
+def cache_key(*parts: str) -> str:
+    """The cache folder's name for an entry built from ``parts`` (a short hash of them)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -151,7 +160,7 @@ def _cpp(gxx: str, root: Path) -> WarmUp | None:
     if header is None:
         return None
     version = run_captured([gxx, "--version"]).stdout.split("\n", 1)[0]
-    key = _key(version, " ".join(flags), str(header), str(header.stat().st_mtime_ns))
+    key = cache_key(version, " ".join(flags), str(header), str(header.stat().st_mtime_ns))
     folder = readable_folder(root, "cpp", key)
     gch = folder / f"{_PCH_HEADER}.gch"
 
@@ -180,7 +189,7 @@ def _java(javac: str, root: Path) -> WarmUp | None:
     real = str(Path(javac).resolve())
     version = run_captured([real, "-version"])
     flags = _javac_flags()
-    key = _key(version.stdout + version.stderr, " ".join(flags), real)
+    key = cache_key(version.stdout + version.stderr, " ".join(flags), real)
     folder = readable_folder(root, "java", key)
     archive = folder / "javac.jsa"
     bin_dir = readable_folder(root, "java", key, "bin")

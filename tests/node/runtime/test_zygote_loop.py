@@ -14,7 +14,6 @@ import asyncio
 import errno
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from collimate_rl.node.runtime._sandbox.syscalls import (
 )
 from collimate_rl.node.runtime._sandbox.zygote_loop import COMMAND_MAX, HEADER, pack_command
 
+from ..test_node_process import serve_node, start_up_line
 from .conftest import SANDBOX_UID, TEST_LIMITS, run
 from .test_fastpath_attacks import grade_in, sessions, template_processes
 from .test_runtime_lifecycle import until_no_process_of
@@ -258,22 +258,8 @@ async def test_a_templates_zygote_runs_the_native_loop(rt: LocalRuntime) -> None
 @pytest.mark.bwrap
 def test_a_node_says_which_loop_its_zygotes_run(require_bwrap: None, tmp_path: Path) -> None:
     # An operator reads it in the start-up line (a machine without a compiler says "python").
-    where = ["--socket", str(tmp_path / "n.sock"), "--state-dir", str(tmp_path / "state")]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "collimate_rl.node", "serve", *where],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    try:
-        serving = next((line for line in proc.stdout if "collimate node serving on" in line), "")
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:  # it did not stop: never leave it serving
-            proc.kill()
-            proc.wait()
+    proc = serve_node(tmp_path)
+    serving, out = start_up_line(proc, timeout=60)
     assert "zygote loop: native" in serving, serving + out
     assert proc.returncode == 0, out
 
