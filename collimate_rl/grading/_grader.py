@@ -117,9 +117,23 @@ def _io_same(got: str, want: str, *, strip: bool, tol: float | None) -> bool:
 
 # --------------------------------------------------------------------------- grading modes
 
+#: The detail of a test an all-or-nothing grade did not run (``stop_on_failure``).
+NOT_RUN = "not run: an earlier test failed and the reward is all-or-nothing"
+
+
+class _Halt(BaseException):
+    """Ends a test block at its first failing assert (a BaseException: test code's
+    ``except Exception`` cannot swallow it)."""
+
 
 class Grader:
-    """Runs one payload's tests and collects per-test outcomes."""
+    """Runs one payload's tests and collects per-test outcomes.
+
+    With ``stop_on_failure`` in the payload (an all-or-nothing reward), the first
+    test that does not pass ends the grade, as a benchmark's own ``check`` stops at
+    its first failing assert: the reward is 0 whatever the rest would do, so the
+    rest are recorded as failed with :data:`NOT_RUN`, and never call the candidate.
+    """
 
     def __init__(self, payload: dict[str, Any], runner: Runner, seed: str) -> None:
         self.payload = payload
@@ -131,6 +145,8 @@ class Grader:
         self.reward: float | None = None
         self.error: str | None = None
         self.extra: dict[str, Any] = {}  # more frame fields (compile_error, toolchain_missing)
+        self.stop_on_failure = payload.get("stop_on_failure") is True
+        self.stopped = False  # a test failed under ``stop_on_failure``: run no more
 
     def record(
         self, name: str, status: str, detail: str = "", shown_input: str | None = None
@@ -138,6 +154,8 @@ class Grader:
         self.total += 1
         if status == "pass":
             self.passed += 1
+        elif self.stop_on_failure:
+            self.stopped = True
         if len(self.outcomes) < MAX_OUTCOMES:
             outcome = {"name": _short(name, 80), "status": status, "detail": _short(detail)}
             if shown_input is not None:
@@ -170,6 +188,9 @@ class Grader:
         lists = bool(self.payload.get("tuples_as_lists", False))
         entry = self.payload["entry"]
         for index, test in enumerate(self.payload["tests"]):
+            if self.stopped:
+                self.record(f"test {index}", "fail", NOT_RUN)
+                continue
             args = decode(test["args"])
             want = decode(test["expected"])
             reply = self.runner.call(entry, args, decode(test.get("kwargs", {"d": []})))
@@ -195,6 +216,9 @@ class Grader:
                 inputs.append((None, self.error))
         reference = _reference(p["reference"], p["entry"])
         for index, (x, problem) in enumerate(inputs):
+            if self.stopped:
+                self.record(f"trial {index}", "fail", NOT_RUN)
+                continue
             shown = _safe_repr(x)
             if problem is not None:
                 self.record(f"trial {index}", "error", problem, shown)
@@ -216,6 +240,9 @@ class Grader:
         if not prepare_program(self, len(p["cases"])):  # another language: build it once
             return
         for index, case in enumerate(p["cases"]):
+            if self.stopped:
+                self.record(f"case {index}", "fail", NOT_RUN)
+                continue
             reply = run_case(self, case["stdin"])
             if reply is None:  # the sandbox lacks the program's runtime
                 return
@@ -238,16 +265,31 @@ class Grader:
             exec(compile(p["setup"], "<setup>", "exec"), namespace)
         for name in {*p.get("proxied", []), p["entry"]}:
             if name == p["entry"] or name not in namespace:
-                namespace[name] = _Proxy(self.runner, name)
-        namespace["candidate"] = _Proxy(self.runner, p["entry"])
+                namespace[name] = _Proxy(self, name)
+        namespace["candidate"] = _Proxy(self, p["entry"])
         for index, block in enumerate(p["blocks"]):
-            self._run_block(index, block, dict(namespace))
+            if self.stopped:
+                self._not_run(index, block)
+            else:
+                self._run_block(index, block, dict(namespace))
+
+    def _not_run(self, index: int, block: dict[str, Any]) -> None:
+        """Record a block an all-or-nothing grade skipped: its asserts, as counted."""
+        try:
+            static = _compiled_block(block["code"], index)[1]
+        except (SyntaxError, ValueError):
+            static = 1
+        for _ in range(max(static, 1)):
+            self.record(block.get("name", f"block {index}"), "fail", NOT_RUN)
 
     def _run_block(self, index: int, block: dict[str, Any], namespace: dict[str, Any]) -> None:
         source = block["code"]
         records: list[tuple[str, str, str]] = []
+        halted: list[bool] = []  # the block's first failing assert, under stop_on_failure
 
         def check(lineno: int, ok: Any, exc: BaseException | None) -> None:
+            if halted:  # the test code caught the halt (``except:``): stop it again
+                raise _Halt
             label = f"{block.get('name', f'block {index}')}:{lineno}"
             if exc is None:
                 records.append((label, "pass" if ok else "fail", ""))
@@ -257,6 +299,10 @@ class Grader:
                 records.append((label, "error", _describe(exc)))
             else:
                 records.append((label, "error", _describe(exc)))
+            if self.stop_on_failure and records[-1][1] != "pass":
+                halted.append(True)
+                self.stopped = True  # (its record comes after the block) no more calls
+                raise _Halt
 
         try:
             code, static = _compiled_block(source, index)
@@ -268,8 +314,16 @@ class Grader:
         failure: BaseException | None = None
         try:
             exec(code, namespace)
+        except _Halt:
+            pass
         except Exception as exc:
             failure = exc
+        if halted and failure is None:  # the asserts before it and it count; not the rest
+            for label, status, detail in records:
+                self.record(label, status, detail)
+            for _ in range(static - len(records)):
+                self.record(f"block {index}", "fail", NOT_RUN)
+            return
         if failure is None:
             # The test code's own flow decided which asserts ran (``try: f(bad);
             # assert False / except E: pass`` runs none): each that ran counts,
@@ -321,12 +375,14 @@ class Grader:
 class _Proxy:
     """Stands for a candidate function inside trusted test code."""
 
-    def __init__(self, runner: Runner, name: str) -> None:
-        self._runner = runner
+    def __init__(self, grader: Grader, name: str) -> None:
+        self._grader = grader
         self._name = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        reply = self._runner.call(self._name, args, kwargs, mutable_args=True)
+        if self._grader.stopped:  # test code that caught the halt calls no more
+            raise _Halt
+        reply = self._grader.runner.call(self._name, args, kwargs, mutable_args=True)
         if reply.status == "ok":
             return reply.value
         raise _candidate_exception(reply)

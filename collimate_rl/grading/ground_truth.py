@@ -93,7 +93,8 @@ def reward_spec_from_ground_truth(
             rewards the fraction of tests passed. ``None`` (default): the
             benchmark's own verdict, pass/fail for HumanEval (its ``check`` is
             one test, however many asserts it holds), the fraction for the
-            others.
+            others. An all-or-nothing grade stops at its first failing test, as
+            ``check`` does (the rest are reported as not run).
 
     Raises:
         CollimateUsageError: the ground truth is not in the expected format;

@@ -168,12 +168,18 @@ def test_wrapped_call_outputs_accept_either_form(fake: Any) -> None:
     assert plain.reward == 1.0 and wrapped.reward == 1.0
 
 
-def test_humaneval_reports_each_assert_but_rewards_the_benchmark_verdict(fake: Any) -> None:
+def test_humaneval_stops_at_the_first_failing_assert_as_its_check_does(fake: Any) -> None:
+    # The benchmark's verdict is all-or-nothing: its check() ends at the first failing
+    # assert, and so does the grade; the dense reward runs and reports every assert.
     partial = "def total(xs: List[int]) -> int:\n    return sum(xs) if xs else 1"
     verdict = grade(fake, TEMPLATE, partial, reward_spec_from_ground_truth(HUMANEVAL))
-    assert (verdict.reward, verdict.passed, verdict.total) == (0.0, 2, 3)
+    assert (verdict.reward, verdict.passed, verdict.total) == (0.0, 1, 3)
+    assert [t.status for t in verdict.tests] == ["pass", "fail", "fail"]
+    assert verdict.tests[2].detail.startswith("not run")
     dense = reward_spec_from_ground_truth(HUMANEVAL, all_or_nothing=False)
-    assert grade(fake, TEMPLATE, partial, dense).reward == pytest.approx(2 / 3)
+    report = grade(fake, TEMPLATE, partial, dense)
+    assert report.reward == pytest.approx(2 / 3)
+    assert [t.status for t in report.tests] == ["pass", "fail", "pass"]
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,9 @@ class RewardSpec(abc.ABC):
             per_test_timeout=float(self.per_test_timeout),
             budget_seconds=_budget(float(timeout_seconds)),
         )
+        if self.all_or_nothing and self.kind != "custom":
+            # the first failing test decides the reward: the harness runs no more
+            payload["stop_on_failure"] = True
         path = f"/tmp/colgrade_{secrets.token_hex(8)}.json"
         files = [{"path": path, "content": json.dumps(payload)}]
         return Program(code=full_program(path), files=files, warm_code=warm_stub(path))

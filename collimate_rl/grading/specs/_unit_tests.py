@@ -60,7 +60,9 @@ class UnitTestReward(RewardSpec):
     scope; any other answer is the body and runs as ``starter_code + answer``
     (see :func:`~collimate_rl.grading.reward_spec_from_ground_truth`).
 
-    Reward: passed / total, or 1.0 only when all pass (``all_or_nothing``).
+    Reward: passed / total, or 1.0 only when all pass (``all_or_nothing``). An
+    all-or-nothing grade ends at the first test that does not pass (every spec but
+    :class:`CustomReward`): the rest fail with "not run" and never reach the candidate.
 
     >>> UnitTestReward("assert add(1, 2) == 3", entry="add").kind
     'asserts'

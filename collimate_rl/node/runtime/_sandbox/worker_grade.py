@@ -73,6 +73,7 @@ KNOWN_KEYS = frozenset(
         "script",
         "output_limit",
         "run_limits",
+        "stop_on_failure",
     }
 )
 #: Output trusted test code printed, kept ahead of the verdict (a tail).
