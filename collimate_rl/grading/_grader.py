@@ -285,10 +285,9 @@ class Grader:
     def _run_block(self, index: int, block: dict[str, Any], namespace: dict[str, Any]) -> None:
         source = block["code"]
         records: list[tuple[str, str, str]] = []
-        halted: list[bool] = []  # the block's first failing assert, under stop_on_failure
 
         def check(lineno: int, ok: Any, exc: BaseException | None) -> None:
-            if halted:  # the test code caught the halt (``except:``): stop it again
+            if self.stopped:  # the test code caught the halt (``except:``): stop it again
                 raise _Halt
             label = f"{block.get('name', f'block {index}')}:{lineno}"
             if exc is None:
@@ -300,8 +299,7 @@ class Grader:
             else:
                 records.append((label, "error", _describe(exc)))
             if self.stop_on_failure and records[-1][1] != "pass":
-                halted.append(True)
-                self.stopped = True  # (its record comes after the block) no more calls
+                self.stopped = True  # (recorded after the block) no more asserts, no calls
                 raise _Halt
 
         try:
@@ -318,7 +316,7 @@ class Grader:
             pass
         except Exception as exc:
             failure = exc
-        if halted and failure is None:  # the asserts before it and it count; not the rest
+        if self.stopped and failure is None:  # the asserts up to the halt count, not the rest
             for label, status, detail in records:
                 self.record(label, status, detail)
             for _ in range(static - len(records)):

@@ -369,6 +369,7 @@ def test_benchmark_scripts_import(script: str) -> None:
         "prep_cost.py",
         "profile_split.py",
         "box_setup.py",
+        "perf_split.py",
     ],
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
@@ -382,6 +383,46 @@ def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
+
+
+PERF_SCRIPT = """\
+col-candidate 11 [000] 1.0: 250000 cpu-clock:
+\tffffffff1 clear_page_erms+0x17 ([kernel.kallsyms])
+\tffffffff2 asm_exc_page_fault+0x22 ([kernel.kallsyms])
+
+col-candidate 11 [000] 1.1: 250000 cpu-clock:
+\tffffffff3 unmap_page_range+0x1 ([kernel.kallsyms])
+\tffffffff4 do_exit+0x2 ([kernel.kallsyms])
+
+col-candidate 11 [001] 1.2: 250000 cpu-clock:
+\tffffffff5 bpf_prepare_filter+0x1 ([kernel.kallsyms])
+\tffffffff6 __do_sys_prctl+0x3d ([kernel.kallsyms])
+
+col-candidate 12 [001] 1.3: 250000 cpu-clock:
+\t24eb73 PyLong_FromLong+0x83 (/lib/libpython3.11.so.1.0)
+
+col-candidate 99 [001] 1.4: 250000 cpu-clock:
+\tffffffff7 do_exit+0x2 ([kernel.kallsyms])
+"""
+
+
+def test_perf_split_files_each_sample_under_its_first_named_frame() -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "perf_split.py"), "--exclude-pid", "99"],
+        input=PERF_SCRIPT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = [line.split(None, 1) for line in run.stdout.strip().splitlines()[1:]]
+    assert run.stdout.startswith("4 samples")
+    assert {name: share for share, name in lines} == {
+        "page faults": "25.00%",
+        "exit": "25.00%",
+        "syscall prctl": "25.00%",
+        "other: PyLong_FromLong": "25.00%",
+    }
 
 
 def test_prep_cost_measures_every_humaneval_rollout(tmp_path: Path) -> None:
