@@ -360,6 +360,16 @@ def test_benchmark_scripts_import(script: str) -> None:
     assert module.main is main
 
 
+def _script(
+    name: str, *args: str, timeout: float = 60, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/<name>`` with ``args`` (its output captured as text)."""
+    argv = [sys.executable, str(ROOT / "benchmarks" / name), *args]
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False, **options
+    )
+
+
 @pytest.mark.parametrize(
     "script",
     [
@@ -374,14 +384,7 @@ def test_benchmark_scripts_import(script: str) -> None:
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
     # run as documented: by path, from outside the checkout (they share _local_node.py)
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--help"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    run = _script(script, "--help", cwd=tmp_path)
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
 
 
@@ -407,14 +410,8 @@ col-candidate 99 [001] 1.4: 250000 cpu-clock:
 
 
 def test_perf_split_files_each_sample_under_its_first_named_frame() -> None:
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "perf_split.py"), "--exclude-pid", "99"],
-        input=PERF_SCRIPT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    run = _script("perf_split.py", "--exclude-pid", "99", input=PERF_SCRIPT)
+    assert run.returncode == 0, run.stderr
     lines = [line.split(None, 1) for line in run.stdout.strip().splitlines()[1:]]
     assert run.stdout.startswith("4 samples")
     assert {name: share for share, name in lines} == {
@@ -426,14 +423,7 @@ def test_perf_split_files_each_sample_under_its_first_named_frame() -> None:
 
 
 def test_prep_cost_measures_every_humaneval_rollout(tmp_path: Path) -> None:
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "prep_cost.py"), "--rounds", "1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = _script("prep_cost.py", "--rounds", "1", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
     head, numbers = run.stdout.strip().splitlines()
     assert head.startswith("humaneval: 328 rollouts")
