@@ -27,7 +27,8 @@ def format_feedback(result: Any, turn: int, max_turns: int, *, max_chars: int = 
         f"Attempt {turn} of {max_turns} passed {result.passed}/{result.total} tests "
         f"(exit code {result.exit_code}). Fix the code and answer again."
     ]
-    failing = [t for t in (result.tests or ()) if getattr(t, "status", "pass") != "pass"]
+    tests = result.tests or ()
+    failing = [t for t in tests if getattr(t, "status", "pass") != "pass" and _ran(t)]
     for test in failing[:10]:
         name = getattr(test, "name", "") or f"test {getattr(test, 'index', '?')}"
         detail = getattr(test, "detail", "")
@@ -36,10 +37,17 @@ def format_feedback(result: Any, turn: int, max_turns: int, *, max_chars: int = 
         )
     if len(failing) > 10:
         lines.append(f"- ... and {len(failing) - 10} more failing tests")
+    skipped = sum(not _ran(t) for t in tests)
+    if skipped:
+        lines.append(f"- {skipped} more not run after the first failure")
     tail = (result.output_tail or "").strip()
     if tail:
         lines += ["Output (tail):", tail[-1500:]]
     return printable("\n".join(lines)[:max_chars])
+
+
+def _ran(test: Any) -> bool:
+    return bool(getattr(test, "ran", True))
 
 
 class CodeFeedbackEnv(CodeEnv):

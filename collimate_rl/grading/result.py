@@ -17,6 +17,9 @@ __all__ = ["TEST_STATUSES", "GradeResult", "TestOutcome"]
 #: ``timeout``; ``crash`` (the candidate's process died); ``compile_error``
 #: (the candidate's program does not compile; one outcome for the grade).
 TEST_STATUSES = ("pass", "fail", "error", "timeout", "crash", "compile_error")
+#: How the detail of a test that did not run starts: an all-or-nothing grade ends at its
+#: first failing test and reports the rest as failed, not run (the harness's ``NOT_RUN``).
+NOT_RUN = "not run:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +40,15 @@ class TestOutcome:
     status: str
     detail: str = ""
     input: str | None = None
+
+    @property
+    def ran(self) -> bool:
+        """Whether the test ran (an all-or-nothing grade skips those after a failure).
+
+        >>> TestOutcome("test 2", "fail", "not run: an earlier test failed").ran
+        False
+        """
+        return not (self.status == "fail" and self.detail.startswith(NOT_RUN))
 
     @classmethod
     def from_frame(cls, data: dict[str, Any]) -> TestOutcome:

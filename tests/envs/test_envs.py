@@ -114,6 +114,21 @@ def test_feedback_env_returns_feedback_then_terminates(local_client: object) -> 
     assert terminated and reward == 1.0
 
 
+def test_feedback_lists_the_failure_not_the_tests_that_did_not_run() -> None:
+    from collimate_envs.feedback import format_feedback
+    from collimate_rl.grading import GradeResult, TestOutcome
+
+    skipped = "not run: an earlier test failed and the reward is all-or-nothing"
+    tests = (
+        TestOutcome("test 0:2", "pass"),
+        TestOutcome("test 0:3", "fail", "got None"),
+        *(TestOutcome("test 0", "fail", skipped) for _ in range(4)),
+    )
+    result = GradeResult(reward=0.0, passed=1, total=6, exit_code=0, tests=tests)
+    lines = format_feedback(result, 1, 3).splitlines()
+    assert lines[1:] == ["- test 0:3: fail: got None", "- 4 more not run after the first failure"]
+
+
 def test_shell_env_fix_and_submit(local_client: object, no_leaks: None) -> None:
     env = ShellEnv(client=local_client)
     obs, info = env.reset(options={"task_id": "shell/fix-median"})

@@ -102,6 +102,15 @@ def test_later_blocks_are_not_run_but_counted(either: Any) -> None:
     assert _not_run(result) == [False, True, True]
 
 
+def test_the_client_tells_a_test_that_did_not_run() -> None:
+    from collimate_rl.grading import _grader
+    from collimate_rl.grading.result import NOT_RUN, TestOutcome
+
+    assert _grader.NOT_RUN.startswith(NOT_RUN)  # the harness's words, as the client reads them
+    assert not TestOutcome("test 1", "fail", _grader.NOT_RUN).ran
+    assert TestOutcome("test 1", "fail", "got 2").ran
+
+
 def test_a_passing_candidate_runs_every_test(either: Any) -> None:
     spec = UnitTestReward(ASSERTS, entry="f", all_or_nothing=True)
     result = grade(either, TEMPLATE, "def f(x):\n    return x\n", spec, extract=False)
