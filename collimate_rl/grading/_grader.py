@@ -148,6 +148,12 @@ class Grader:
         self.stop_on_failure = payload.get("stop_on_failure") is True
         self.stopped = False  # a test failed under ``stop_on_failure``: run no more
 
+    def _skipped(self, name: str) -> bool:
+        """Whether the grade has stopped; if so, ``name`` is recorded as not run."""
+        if self.stopped:
+            self.record(name, "fail", NOT_RUN)
+        return self.stopped
+
     def record(
         self, name: str, status: str, detail: str = "", shown_input: str | None = None
     ) -> None:
@@ -188,8 +194,7 @@ class Grader:
         lists = bool(self.payload.get("tuples_as_lists", False))
         entry = self.payload["entry"]
         for index, test in enumerate(self.payload["tests"]):
-            if self.stopped:
-                self.record(f"test {index}", "fail", NOT_RUN)
+            if self._skipped(f"test {index}"):
                 continue
             args = decode(test["args"])
             want = decode(test["expected"])
@@ -216,8 +221,7 @@ class Grader:
                 inputs.append((None, self.error))
         reference = _reference(p["reference"], p["entry"])
         for index, (x, problem) in enumerate(inputs):
-            if self.stopped:
-                self.record(f"trial {index}", "fail", NOT_RUN)
+            if self._skipped(f"trial {index}"):
                 continue
             shown = _safe_repr(x)
             if problem is not None:
@@ -240,8 +244,7 @@ class Grader:
         if not prepare_program(self, len(p["cases"])):  # another language: build it once
             return
         for index, case in enumerate(p["cases"]):
-            if self.stopped:
-                self.record(f"case {index}", "fail", NOT_RUN)
+            if self._skipped(f"case {index}"):
                 continue
             reply = run_case(self, case["stdin"])
             if reply is None:  # the sandbox lacks the program's runtime
@@ -280,7 +283,7 @@ class Grader:
         except (SyntaxError, ValueError):
             static = 1
         for _ in range(max(static, 1)):
-            self.record(block.get("name", f"block {index}"), "fail", NOT_RUN)
+            self._skipped(block.get("name", f"block {index}"))
 
     def _run_block(self, index: int, block: dict[str, Any], namespace: dict[str, Any]) -> None:
         source = block["code"]
@@ -320,7 +323,7 @@ class Grader:
             for label, status, detail in records:
                 self.record(label, status, detail)
             for _ in range(static - len(records)):
-                self.record(f"block {index}", "fail", NOT_RUN)
+                self._skipped(f"block {index}")
             return
         if failure is None:
             # The test code's own flow decided which asserts ran (``try: f(bad);
