@@ -74,18 +74,11 @@ def _namespaces(command: bytes, fds: list[int]) -> tuple[int, int, int, int] | N
 
 def serve_in_python(sock: socket.socket, home: Home) -> tuple[bytes, list[int]] | None:
     """The loop in Python: the native loop's twin, step for step."""
-    space = socket.CMSG_SPACE(MAX_FDS * 4)
     while True:
-        command, ancdata, msg_flags, _addr = sock.recvmsg(COMMAND_MAX, space)
+        # (room for MAX_FDS descriptors: the kernel closes any beyond, and says MSG_CTRUNC)
+        command, fds, msg_flags, _addr = socket.recv_fds(sock, COMMAND_MAX, MAX_FDS)
         if not command:
             return None
-        fds: list[int] = []
-        for level, kind, data in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds += _ints(data)
-        for fd in fds[MAX_FDS:]:
-            os.close(fd)
-        del fds[MAX_FDS:]
         answer = -errno.EINVAL
         found = _namespaces(command, fds)
         if found is not None and not msg_flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
@@ -96,11 +89,6 @@ def serve_in_python(sock: socket.socket, home: Home) -> tuple[bytes, list[int]] 
         for fd in fds:
             os.close(fd)
         sock.send(answer.to_bytes(8, "big", signed=True))
-
-
-def _ints(data: bytes) -> list[int]:
-    usable = len(data) - len(data) % 4
-    return list(struct.unpack(f"={usable // 4}i", data[:usable]))
 
 
 def _clone_in(home: Home, flags: int, mnt: int, net: int, ipc: int) -> int:
