@@ -197,7 +197,7 @@ def run_episodes(
         member_tasks = [tasks[str(infos[keys.TASK_ID][i])] for i in range(groups * size)]
         actions: list[str] = []
         for g in range(groups):
-            actions += group_completions(member_tasks[g * size], size)
+            actions += group_completions(member_tasks[g * size], size, f"{first + r}.{g}")
         _, rewards, *_ = envs.step(tuple(actions))
         c2, t2 = cpu(), time.perf_counter()
         if r < 0:

@@ -63,16 +63,20 @@ def _wrong_solution(task: Task) -> str:
     return f"def {task.entry_point}(*args, **kwargs):\n    return None\n"
 
 
-def group_completions(task: Task, size: int) -> list[str]:
+def group_completions(task: Task, size: int, tag: str = "0") -> list[str]:
     """``size`` fenced completions: the reference solution for even members, a wrong one for odd.
+
+    Each ends with its own comment (``# sample <tag>.<member>``): a model's samples differ in
+    their text even when they give the same answer, so no two are read once for all (the
+    client's source analysis keeps recent results). Give each group of a run its own ``tag``.
 
     Raises:
         ValueError: the task has no reference solution.
     """
     if task.reference_solution is None:
         raise ValueError(f"task {task.task_id!r} has no reference solution to benchmark with")
-    right, wrong = _fence(task.reference_solution), _fence(_wrong_solution(task))
-    return [right if i % 2 == 0 else wrong for i in range(size)]
+    answers = (task.reference_solution, _wrong_solution(task))
+    return [_fence(f"{answers[i % 2].rstrip()}\n# sample {tag}.{i}") for i in range(size)]
 
 
 # -- the unisolated runners' program ------------------------------------------------------

