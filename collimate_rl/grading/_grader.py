@@ -478,32 +478,29 @@ def _rewrite_asserts(tree: Any) -> tuple[Any, int]:
 
 
 def _assert_to_check(ast: Any, node: Any) -> Any:
-    # Every new node takes the assert's location; the assert's own test keeps
-    # its (a full fix_missing_locations would walk it, literals and all).
-    def at(new: Any) -> Any:
-        return ast.copy_location(new, node)
+    # Every new node takes the assert's location, given to its constructor (ast.copy_location
+    # per node cost more than the parse); the assert's own test keeps its location.
+    at = {
+        "lineno": node.lineno,
+        "col_offset": node.col_offset,
+        "end_lineno": node.end_lineno,
+        "end_col_offset": node.end_col_offset,
+    }
 
     def name(identifier: str, ctx: Any = None) -> Any:
-        return at(ast.Name(identifier, ctx or ast.Load()))
+        return ast.Name(identifier, ctx or ast.Load(), **at)
 
     def check(ok: Any, exc: Any) -> Any:
-        call = at(
-            ast.Call(name("__collimate_check__"), [at(ast.Constant(node.lineno)), ok, exc], [])
-        )
-        return at(ast.Expr(call))
+        line = ast.Constant(node.lineno, **at)
+        return ast.Expr(ast.Call(name("__collimate_check__"), [line, ok, exc], [], **at), **at)
 
     ok_name = "__collimate_ok__"
-    truth = at(ast.Call(name("bool"), [node.test], []))
-    failed = check(at(ast.Constant(False)), name("__collimate_exc__"))
-    handler = at(ast.ExceptHandler(name("Exception"), "__collimate_exc__", [failed]))
-    return at(
-        ast.Try(
-            [at(ast.Assign([name(ok_name, ast.Store())], truth))],
-            [handler],
-            [check(name(ok_name), at(ast.Constant(None)))],
-            [],
-        )
-    )
+    truth = ast.Call(name("bool"), [node.test], [], **at)
+    failed = check(ast.Constant(False, **at), name("__collimate_exc__"))
+    handler = ast.ExceptHandler(name("Exception"), "__collimate_exc__", [failed], **at)
+    assign = ast.Assign([name(ok_name, ast.Store())], truth, **at)
+    done = check(name(ok_name), ast.Constant(None, **at))
+    return ast.Try([assign], [handler], [done], [], **at)
 
 
 def _reference(source: str, entry: str) -> Callable[[Any], Any]:

@@ -28,9 +28,10 @@ import json
 import logging
 import marshal
 import struct
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ._warm import compile_block, warm_stub_for
 from .base import ExecSpec, RuntimeError_
@@ -38,9 +39,24 @@ from .base import ExecSpec, RuntimeError_
 __all__ = ["WorkerPool", "exec_header", "grade_of", "grade_request"]
 
 log = logging.getLogger("collimate_rl.node.runtime")
+T = TypeVar("T")
 
 #: Ask the template's master (``TemplateHost.master``).
 MasterCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(call: Awaitable[T], timeout: float | None) -> T:
+        """``call``'s result, or ``TimeoutError`` past ``timeout`` s (``None``: no limit).
+
+        In the caller's task: ``asyncio.wait_for`` made a task per worker call.
+        """
+        async with asyncio.timeout(timeout):
+            return await call
+
+else:  # pragma: no cover - Python 3.10
+    _within = asyncio.wait_for
 
 
 def grade_of(spec: ExecSpec) -> bytes | None:
@@ -159,8 +175,8 @@ class WorkerPool:
         """Send one request to an idle worker; its reply. Raises ``RuntimeError_``."""
         worker = await self._acquire()
         try:
-            reply = await asyncio.wait_for(worker.call(header, payload), timeout)
-        except asyncio.TimeoutError as exc:
+            reply = await _within(worker.call(header, payload), timeout)
+        except asyncio.TimeoutError as exc:  # TimeoutError itself since 3.11
             self._stop(worker)
             raise RuntimeError_("the worker's reply is overdue") from exc
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
