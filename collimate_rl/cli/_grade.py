@@ -72,6 +72,9 @@ def replay_command(args: argparse.Namespace, out: Output) -> int:
         "rows": len(report.rows),
         "reproduced": sum(r.reproduced for r in report.rows),
         "mismatched": len(report.mismatches),
+        "mismatched_under_another_harness": sum(
+            r.harness_changed is True for r in report.mismatches
+        ),
         "ok": report.ok,
     }
     if out.json_mode:
@@ -91,6 +94,12 @@ def replay_command(args: argparse.Namespace, out: Output) -> int:
         out.print(
             f"{summary['reproduced']}/{summary['rows']} reproduced, {summary['mismatched']} mismatched"
         )
+        if summary["mismatched_under_another_harness"]:
+            out.print(
+                f"{summary['mismatched_under_another_harness']} of the mismatched rows were graded "
+                "by another version of the grading harness (a newer collimate-rl may report "
+                "tests differently)"
+            )
     return OK if report.ok else FAILED
 
 

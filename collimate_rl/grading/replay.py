@@ -6,7 +6,7 @@ A manifest is JSONL, one row per grade::
      "code_digest": ..., "completion_digest": ..., "seed": ..., "seed_ack": ...,
      "timeout_seconds": ..., "reward": ..., "passed": ..., "total": ...,
      "exit_code": ..., "output_digest": ..., "fork_time_ms": ...,
-     "exec_time_ms": ..., "total_time_ms": ..., "egress": {...}}
+     "exec_time_ms": ..., "total_time_ms": ..., "harness": ..., "egress": {...}}
 
 ``spec`` and ``code`` (the extracted program) are what :func:`replay` re-runs;
 ``egress`` (present when the grade gave one) is the policy it ran under, and
@@ -14,7 +14,11 @@ the replay runs under it again;
 with ``store_inputs=False`` only digests are kept and rows cannot be replayed.
 ``seed`` is the seed the exec actually used, so a replay draws the same
 inputs. ``output_digest`` is the digest of the harness's verdict without its
-nonce.
+nonce; ``harness`` the digest of the grading harness that gave it. A replay
+under another harness (a newer collimate-rl) may give another verdict for the
+same program, e.g. a test reported as not run; its row says so
+(``ReplayRow.harness_changed``), and rows recorded before the field existed
+say ``None``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from collimate_rl.errors import CollimateUsageError
+from collimate_rl.grading._shipping import harness_digest
 from collimate_rl.grading.grade import grade
 from collimate_rl.grading.result import GradeResult
 from collimate_rl.grading.specs import RewardSpec, spec_from_dict
@@ -89,6 +94,7 @@ class ReplayRecorder:
             "fork_time_ms": result.fork_time_ms,
             "exec_time_ms": result.exec_time_ms,
             "total_time_ms": result.total_time_ms,
+            "harness": harness_digest(),
         }
         if egress is not None:
             row["egress"] = dict(egress)
@@ -122,7 +128,9 @@ class ReplayRow:
     """One manifest row, replayed.
 
     ``reproduced`` is true when the reward is identical and the verdict's
-    digest is identical (bit for bit).
+    digest is identical (bit for bit). ``harness_changed``: the row was graded
+    by another version of the grading harness than this replay (``None``: the
+    row does not say), the first suspect when a verdict differs.
     """
 
     index: int
@@ -132,6 +140,7 @@ class ReplayRow:
     output_equal: bool
     seed: str | None
     error: str | None = None
+    harness_changed: bool | None = None
 
     @property
     def reproduced(self) -> bool:
@@ -179,6 +188,7 @@ def replay(client: Any, manifest_path: str | os.PathLike[str]) -> ReplayReport:
     rows recorded without inputs are reported with an ``error``.
     """
     out = []
+    harness = harness_digest()
     for index, row in enumerate(_read_rows(manifest_path)):
         if "spec" not in row or "code" not in row:
             out.append(
@@ -212,6 +222,7 @@ def replay(client: Any, manifest_path: str | os.PathLike[str]) -> ReplayReport:
                 reward_equal=result.reward == row.get("reward"),
                 output_equal=result.output_digest == row.get("output_digest"),
                 seed=row.get("seed"),
+                harness_changed=None if "harness" not in row else row["harness"] != harness,
             )
         )
     return ReplayReport(tuple(out))

@@ -255,7 +255,13 @@ def test_replay_reproduces_and_detects_tampering(
     tampered.write_text("".join(json.dumps(r) + "\n" for r in rows))
     data = cli("replay", str(tampered), "--json", "--url", node_url).json()
     assert (data["reproduced"], data["mismatched"], data["ok"]) == (1, 1, False)
-    assert cli("replay", str(tampered), "--url", node_url).code == 1
+    assert data["mismatched_under_another_harness"] == 0
+    run = cli("replay", str(tampered), "--url", node_url)
+    assert run.code == 1 and "another version of the grading harness" not in run.out
+    rows[1]["harness"] = "0" * 64  # graded by another version of the harness
+    tampered.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = cli("replay", str(tampered), "--url", node_url)
+    assert run.code == 1 and "1 of the mismatched rows were graded by another version" in run.out
 
 
 def test_replay_bad_input(cli: Cli, node_url: str, tmp_path: Path) -> None:

@@ -76,6 +76,28 @@ def test_replay_reports_mismatches_row_by_row(client: Any, tmp_path: Path) -> No
     assert (report.rows[1].reward_equal, report.rows[1].output_equal) == (False, True)
 
 
+def test_a_row_says_which_harness_graded_it(client: Any, tmp_path: Path) -> None:
+    from collimate_rl.grading._shipping import harness_digest
+
+    manifest = tmp_path / "h.jsonl"
+    spec = UnitTestReward([{"input": [2], "expected": 4}], entry="double", all_or_nothing=True)
+    with ReplayRecorder(manifest) as recorder:
+        for body in ("return x * 2", "return x + 3"):
+            grade(client, TEMPLATE, f"def double(x):\n    {body}\n", spec, recorder=recorder)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert {row["harness"] for row in rows} == {harness_digest()}
+    report = replay(client, manifest)
+    assert report.ok and [r.harness_changed for r in report.rows] == [False, False]
+    # a row from another harness version whose verdict differed; and one from before the field
+    rows[1]["harness"] = "0" * 64
+    rows[1]["output_digest"] = "1" * 64
+    del rows[0]["harness"]
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first, second = replay(client, manifest).rows
+    assert first.reproduced and first.harness_changed is None
+    assert not second.reproduced and second.harness_changed is True
+
+
 def test_digest_only_manifests_cannot_replay(fake: Any, tmp_path: Path) -> None:
     manifest = tmp_path / "d.jsonl"
     spec = UnitTestReward([{"input": [2], "expected": 4}], entry="double")
