@@ -361,6 +361,9 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # the routes themselves, not include_router: since FastAPI 0.137 an included router
+        # is matched through a wrapper, ~50 us more per request on our machines
+        routes=list(router.routes),
     )
     app.state.node = node
     install_error_handlers(app)
@@ -370,6 +373,5 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
     if token is not None:  # outermost: a request without it reaches nothing else
         app.add_middleware(BearerTokenMiddleware, token=token)
-    app.include_router(router)
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]
     return app
