@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -57,3 +57,26 @@ def wait_ready(client: Any, node: Any, timeout: float = 120.0) -> None:
             return
         time.sleep(0.1)
     raise SystemExit("the node did not start in time")
+
+
+@contextlib.contextmanager
+def humaneval_groups(prefix: str) -> Iterator[tuple[Any, Any, Any]]:
+    """A node, its client and a HumanEval G=4 x K=8 vector env, warmed up by one episode.
+
+    ``(node process, client, envs)``; the env is closed and the node stopped after.
+    """
+    from collimate_rl.bench import grpo
+    from collimate_rl.wire import CollimateClient
+
+    node, sock = start(prefix)
+    try:
+        client = CollimateClient(unix_socket=sock)
+        wait_ready(client, node)
+        envs = grpo.open_vector_env(client, "humaneval", 4, 8)
+        try:
+            grpo.run_episodes(envs, 1, warmup=True, first=0)
+            yield node, client, envs
+        finally:
+            envs.close()
+    finally:
+        stop(node, sock)

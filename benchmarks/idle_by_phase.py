@@ -143,17 +143,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from collimate_rl.bench import grpo
-    from collimate_rl.wire import CollimateClient
 
-    node, sock = _local_node.start("collimate-idle-")
     folder = tempfile.mkdtemp(prefix="collimate-idle-")
     data = os.path.join(folder, "perf.data")
     try:
-        client = CollimateClient(unix_socket=sock)
-        _local_node.wait_ready(client, node)
-        envs = grpo.open_vector_env(client, "humaneval", 4, 8)
-        try:
-            grpo.run_episodes(envs, 1, warmup=True, first=0)
+        with _local_node.humaneval_groups("collimate-idle-") as (_, client, envs):
             marks: list[tuple[str, float]] = []
             _marked(envs, client, marks)
             argv = ["perf", "record", "-q", "-a", "-F", "1999", "-k", "CLOCK_MONOTONIC"]
@@ -165,8 +159,6 @@ def main() -> None:
                 episode += 1
             recorder.send_signal(signal.SIGINT)
             recorder.wait()
-        finally:
-            envs.close()
         script = subprocess.run(
             ["perf", "script", "-i", data, "-F", "comm,pid,cpu,time"],
             capture_output=True,
@@ -176,7 +168,6 @@ def main() -> None:
         print(report(by_phase(marks, samples(script.stdout.splitlines()))))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        _local_node.stop(node, sock)
 
 
 if __name__ == "__main__":

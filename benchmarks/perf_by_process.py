@@ -68,39 +68,28 @@ def main() -> None:
     from collimate_rl.bench.baselines import WarmForkClient
     from collimate_rl.bench.forks import process_tree
     from collimate_rl.bench.workload import plain_program
-    from collimate_rl.wire import CollimateClient
 
-    node, sock = _local_node.start("collimate-perf-")
-    try:
-        client = CollimateClient(unix_socket=sock)
-        _local_node.wait_ready(client, node)
-        envs = grpo.open_vector_env(client, "humaneval", 4, 8)
-        try:
-            grpo.run_episodes(envs, 1, warmup=True, first=0)
-            tree = process_tree(node.pid)
-            parts = {
-                "zygote" + (" + boxes" if inherit else ""): _named(tree, "col-zygote"),
-                "master": _named(tree, "col-master"),
-                "workers": _named(tree, "col-worker"),
-                "node": [node.pid],
-                "client": [os.getpid()],
-            }
-            counters = {label: _attach(pids, inherit) for label, pids in parts.items()}
-            rollouts = []
-            for episode in range(args.episodes):
-                rollouts += grpo.run_episodes(envs, 1, warmup=False, first=episode + 1).rollouts
-            for label, counter in counters.items():
-                _report(counter, len(rollouts), label)
-        finally:
-            envs.close()
-        programs = [plain_program(r.task, r.completion) for r in rollouts]
-        with WarmForkClient() as floor, ThreadPoolExecutor(2) as pool:
-            floor.exec_once("python3", code=programs[0])
-            counter = _attach([floor.pid], inherit)
-            list(pool.map(lambda program: floor.exec_once("python3", code=program), programs))
-            _report(counter, len(programs), "floor zygote" + (" + children" if inherit else ""))
-    finally:
-        _local_node.stop(node, sock)
+    with _local_node.humaneval_groups("collimate-perf-") as (node, _, envs):
+        tree = process_tree(node.pid)
+        parts = {
+            "zygote" + (" + boxes" if inherit else ""): _named(tree, "col-zygote"),
+            "master": _named(tree, "col-master"),
+            "workers": _named(tree, "col-worker"),
+            "node": [node.pid],
+            "client": [os.getpid()],
+        }
+        counters = {label: _attach(pids, inherit) for label, pids in parts.items()}
+        rollouts = []
+        for episode in range(args.episodes):
+            rollouts += grpo.run_episodes(envs, 1, warmup=False, first=episode + 1).rollouts
+        for label, counter in counters.items():
+            _report(counter, len(rollouts), label)
+    programs = [plain_program(r.task, r.completion) for r in rollouts]
+    with WarmForkClient() as floor, ThreadPoolExecutor(2) as pool:
+        floor.exec_once("python3", code=programs[0])
+        counter = _attach([floor.pid], inherit)
+        list(pool.map(lambda program: floor.exec_once("python3", code=program), programs))
+        _report(counter, len(programs), "floor zygote" + (" + children" if inherit else ""))
 
 
 if __name__ == "__main__":

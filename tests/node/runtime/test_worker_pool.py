@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,14 @@ class FakeWorkers:
             server.close()
 
 
+async def _eventually(condition: Callable[[], bool]) -> None:
+    """Wait up to a second for ``condition`` (a stop runs in a task of its own)."""
+    for _ in range(100):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
 async def _pool(tmp_path: Path, *, answer: bool) -> tuple[WorkerPool, FakeWorkers]:
     fake = FakeWorkers(tmp_path, answer=answer)
     return WorkerPool(fake.master, tmp_path), fake
@@ -84,10 +93,7 @@ async def test_an_overdue_worker_is_stopped_and_forgotten(tmp_path: Path) -> Non
     try:
         with pytest.raises(RuntimeError_, match="overdue"):
             await pool.request({"op": "grade"}, b"", 0.2)
-        for _ in range(100):  # the stop runs in a task of its own
-            if pool.size == 0:
-                break
-            await asyncio.sleep(0.01)
+        await _eventually(lambda: pool.size == 0)
         assert fake.stopped == [1001] and pool.size == 0
         # the pool starts a fresh worker for the next request
         with pytest.raises(RuntimeError_, match="overdue"):
@@ -106,10 +112,7 @@ async def test_a_cancelled_request_stops_its_worker(tmp_path: Path) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(100):
-            if fake.stopped:
-                break
-            await asyncio.sleep(0.01)
+        await _eventually(lambda: bool(fake.stopped))
         assert fake.stopped == [1001]
     finally:
         await pool.close()
