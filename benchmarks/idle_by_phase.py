@@ -99,6 +99,7 @@ def by_phase(
 
 
 def report(result: dict[str, Any]) -> str:
+    """:func:`by_phase`'s result as text: one line per phase, longest first, then the tenths."""
     phases = result["phases"]
     total_wall = sum(p["seconds"] for p in phases.values()) or 1.0
     total = sum(p["samples"] for p in phases.values()) or 1

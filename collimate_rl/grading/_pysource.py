@@ -171,8 +171,8 @@ def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
     """Every function and class name; every name bound; every name read (any depth).
 
     One pass over the nodes that can hold a name, in no set order: it skips expression
-    contexts, operators and constants, which are most of a tree's nodes (~3x faster than
-    :func:`ast.walk` with ``isinstance`` tests per node).
+    contexts, operators and constants, which are most of a tree's nodes, and tests each
+    node's type once (about half the time of a full walk with ``isinstance`` tests).
     """
     anywhere: set[str] = set()
     bound: set[str] = set()

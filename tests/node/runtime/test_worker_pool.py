@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,26 +71,28 @@ async def _eventually(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _pool(tmp_path: Path, *, answer: bool) -> tuple[WorkerPool, FakeWorkers]:
+@contextlib.asynccontextmanager
+async def _pool(tmp_path: Path, *, answer: bool) -> AsyncIterator[tuple[WorkerPool, FakeWorkers]]:
+    """A pool over fake workers that answer (or never do); closed, with its servers, after."""
     fake = FakeWorkers(tmp_path, answer=answer)
-    return WorkerPool(fake.master, tmp_path), fake
-
-
-async def test_a_reply_comes_back_and_the_worker_serves_the_next_request(tmp_path: Path) -> None:
-    pool, fake = await _pool(tmp_path, answer=True)
+    pool = WorkerPool(fake.master, tmp_path)
     try:
-        for timeout in (5.0, None):
-            reply, body = await pool.request({"op": "grade"}, b"payload", timeout)
-            assert reply["echo"] == "grade" and body == b"payload"
-        assert fake.started == 1 and pool.size == 1  # one worker, reused
+        yield pool, fake
     finally:
         await pool.close()
         fake.close()
 
 
+async def test_a_reply_comes_back_and_the_worker_serves_the_next_request(tmp_path: Path) -> None:
+    async with _pool(tmp_path, answer=True) as (pool, fake):
+        for timeout in (5.0, None):
+            reply, body = await pool.request({"op": "grade"}, b"payload", timeout)
+            assert reply["echo"] == "grade" and body == b"payload"
+        assert fake.started == 1 and pool.size == 1  # one worker, reused
+
+
 async def test_an_overdue_worker_is_stopped_and_forgotten(tmp_path: Path) -> None:
-    pool, fake = await _pool(tmp_path, answer=False)
-    try:
+    async with _pool(tmp_path, answer=False) as (pool, fake):
         with pytest.raises(RuntimeError_, match="overdue"):
             await pool.request({"op": "grade"}, b"", 0.2)
         await _eventually(lambda: pool.size == 0)
@@ -99,14 +101,10 @@ async def test_an_overdue_worker_is_stopped_and_forgotten(tmp_path: Path) -> Non
         with pytest.raises(RuntimeError_, match="overdue"):
             await pool.request({"op": "grade"}, b"", 0.05)
         assert fake.started == 2
-    finally:
-        await pool.close()
-        fake.close()
 
 
 async def test_a_cancelled_request_stops_its_worker(tmp_path: Path) -> None:
-    pool, fake = await _pool(tmp_path, answer=False)
-    try:
+    async with _pool(tmp_path, answer=False) as (pool, fake):
         task = asyncio.ensure_future(pool.request({"op": "grade"}, b"", None))
         await asyncio.sleep(0.1)
         task.cancel()
@@ -114,6 +112,3 @@ async def test_a_cancelled_request_stops_its_worker(tmp_path: Path) -> None:
             await task
         await _eventually(lambda: bool(fake.stopped))
         assert fake.stopped == [1001]
-    finally:
-        await pool.close()
-        fake.close()
