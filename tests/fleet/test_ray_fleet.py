@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -47,16 +49,38 @@ def _fenced(code: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-    )
+    # Ray's own files (session logs, sockets; /tmp/ray by default) go to a folder of this
+    # module's, removed after: its raylets and drivers all read RAY_TMPDIR.
+    ray_tmp = tempfile.mkdtemp(prefix="ray-")
+    saved = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = ray_tmp
     try:
-        cluster.add_node(num_cpus=1)
-        ray.init(address=cluster.address, logging_level="error", log_to_driver=False)
-        yield cluster
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+        )
+        try:
+            cluster.add_node(num_cpus=1)
+            ray.init(address=cluster.address, logging_level="error", log_to_driver=False)
+            yield cluster
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        if saved is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = saved
+        _remove_when_quiet(ray_tmp)
+
+
+def _remove_when_quiet(folder: str, seconds: float = 10.0) -> None:
+    """Remove ``folder``, again while a stopping Ray process still writes into it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        shutil.rmtree(folder, ignore_errors=True)
+        time.sleep(0.5)
+        if not os.path.exists(folder) or time.monotonic() > deadline:
+            return
 
 
 @pytest.fixture(scope="module")
