@@ -376,8 +376,8 @@ def grpo_section(
         ],
         notes=[
             f"Same {len(rollouts)} (task, completion) pairs for every runner; even members answer "
-            "with the reference solution, odd members with a wrong one. The vector env and the "
-            "floor take turns, episode by episode.",
+            "with the reference solution, odd members with a wrong one, each text its own (a "
+            "sample comment). The vector env and the floor take turns, episode by episode.",
             f"The vector env grades with {env_run.threads} threads against the node (its "
             f"default: one batch request per step on this node); the other runners use "
             f"{workers} threads (the core count).",
