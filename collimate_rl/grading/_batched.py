@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -49,6 +50,7 @@ __all__ = [
     "grade_items",
     "grade_jobs_batched",
     "supports_batches",
+    "window",
 ]
 
 #: Most items per request (the node takes up to 1,024).
@@ -70,9 +72,8 @@ def _item(job: _Job, warm: bool) -> dict[str, Any]:
     return {**_one_shot(job, warm), "template_id": job.template}  # the egress policy too
 
 
-#: What the batch flow asks its driver: ``("send", items)`` -> the node's answers (or the
-#: exception the request raised); ``("sleep", seconds)`` -> None; ``("done", pairs)`` ->
-#: whether to go on.
+#: What a request's flow asks its driver: ``("send", items)`` -> the node's answers (or the
+#: exception the request raised); ``("sleep", seconds)`` -> None.
 Ask = tuple[str, Any]
 _GONE = "the node's batch route disappeared"
 
@@ -99,6 +100,8 @@ def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any]
     Items the node shed (``at_capacity``: they did not run) are resent, like a
     single exec's 503, up to the client's ``retries`` with its backoff.
     """
+    if not has_batch_route(client):  # another request in flight found it missing
+        return None
     warm = _WARM.warm(client)
     reply = yield ("send", [_item(job, warm) for job in jobs])
     answers = _answers(client, reply, len(jobs))
@@ -139,51 +142,9 @@ def _outcome(job: _Job, response: Any, recorder: GradeRecorder | None) -> Outcom
     return result
 
 
-def _flow(
-    client: Any, jobs: Sequence[_Job], recorder: GradeRecorder | None, per_request: int
-) -> Generator[Ask, Any, list[Outcome | None] | None]:
-    outcomes: list[Outcome | None] = [None] * len(jobs)
-    step = max(1, min(per_request, BATCH_ITEMS))
-    for start in range(0, len(jobs), step):
-        chunk = list(jobs[start : start + step])
-        answers = yield from _request(client, chunk)
-        if answers is None:
-            if start == 0:
-                return None
-            answers = [CollimateError(_GONE)] * len(chunk)  # another node behind the URL?
-        done = [
-            (start + i, _outcome(job, answer, recorder))
-            for i, (job, answer) in enumerate(zip(chunk, answers, strict=True))
-        ]
-        for index, outcome in done:
-            outcomes[index] = outcome
-        if not (yield ("done", done)):
-            break
-    return outcomes
-
-
-OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
-
-
-def grade_jobs_batched(
-    client: Any,
-    jobs: Sequence[_Job],
-    recorder: GradeRecorder | None,
-    *,
-    per_request: int = BATCH_ITEMS,
-    on_chunk: OnChunk | None = None,
-) -> list[Outcome | None] | None:
-    """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
-
-    Requests of ``per_request`` items go one after another (so at most that
-    many execs are in flight). ``on_chunk`` gets each request's
-    ``(index, outcome)`` pairs as they arrive and returns False to stop (the
-    jobs not sent stay ``None``). ``None`` when the client or its node has no
-    batch route: nothing ran, grade exec by exec then.
-    """
-    if not supports_batches(client):
-        return None
-    flow = _flow(client, jobs, recorder, per_request)
+def _drive(client: Any, jobs: Sequence[_Job]) -> list[Any] | None:
+    """One request's answers (:func:`_request`), with blocking calls."""
+    flow = _request(client, jobs)
     reply: Any = None
     try:
         while True:
@@ -193,28 +154,17 @@ def grade_jobs_batched(
                     reply = client.exec_batch(value)
                 except Exception as exc:
                     reply = exc
-            elif kind == "sleep":
+            else:
                 time.sleep(value)
                 reply = None
-            else:
-                reply = on_chunk(value) if on_chunk is not None else True
     except StopIteration as stop:
-        result: list[Outcome | None] | None = stop.value
-        return result
+        answers: list[Any] | None = stop.value
+        return answers
 
 
-async def agrade_jobs_batched(
-    client: Any,
-    jobs: Sequence[_Job],
-    recorder: GradeRecorder | None,
-    *,
-    per_request: int = BATCH_ITEMS,
-    on_chunk: OnChunk | None = None,
-) -> list[Outcome | None] | None:
-    """The async twin of :func:`grade_jobs_batched` (an async client's ``exec_batch``)."""
-    if not supports_batches(client):
-        return None
-    flow = _flow(client, jobs, recorder, per_request)
+async def _adrive(client: Any, jobs: Sequence[_Job]) -> list[Any] | None:
+    """The async twin of :func:`_drive` (an async client's ``exec_batch``)."""
+    flow = _request(client, jobs)
     reply: Any = None
     try:
         while True:
@@ -224,14 +174,167 @@ async def agrade_jobs_batched(
                     reply = await client.exec_batch(value)
                 except Exception as exc:
                     reply = exc
-            elif kind == "sleep":
+            else:
                 await anyio.sleep(value)
                 reply = None
-            else:
-                reply = on_chunk(value) if on_chunk is not None else True
     except StopIteration as stop:
-        result: list[Outcome | None] | None = stop.value
-        return result
+        answers: list[Any] | None = stop.value
+        return answers
+
+
+OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
+#: A request's jobs and the index of its first.
+Chunk = tuple[int, list[_Job]]
+
+#: Requests in flight at once for a ``concurrency`` (see :func:`window`).
+REQUESTS_IN_FLIGHT = 4
+
+
+def window(concurrency: int) -> tuple[int, int]:
+    """Items per request and requests in flight, for at most ``concurrency`` grades in flight.
+
+    A batch request answers when its slowest item is done, so the grades go in a
+    few smaller requests at once: a grade that hangs until its timeout holds back
+    only its own request's answers, while the other requests keep the node busy.
+
+    >>> window(16), window(64), window(10), window(2), window(1)
+    ((4, 4), (16, 4), (3, 3), (1, 2), (1, 1))
+    """
+    per_request = min(BATCH_ITEMS, -(-concurrency // REQUESTS_IN_FLIGHT))
+    return per_request, max(1, concurrency // per_request)
+
+
+class _Answers:
+    """The requests' answers as they arrive, in whatever order: outcomes, and whether to go on."""
+
+    def __init__(
+        self, chunks: list[Chunk], recorder: GradeRecorder | None, on_chunk: OnChunk | None
+    ) -> None:
+        self.chunks = chunks
+        self.outcomes: list[Outcome | None] = [None] * sum(len(jobs) for _, jobs in chunks)
+        self.recorder = recorder
+        self.on_chunk = on_chunk
+        self.answered = False  # a request got its answers
+        self.refused = False  # a request found no batch route
+        self.halted = False  # ``on_chunk`` asked to stop
+
+    @property
+    def stopped(self) -> bool:
+        """Send nothing more: the caller said so, or the node seems to have no batch route."""
+        return self.halted or (self.refused and not self.answered)
+
+    def take(self, chunk: Chunk, answers: list[Any] | None) -> None:
+        """File one request's answers (``None``: the node has no batch route)."""
+        if answers is None:
+            self.refused = True
+            if self.answered:  # another node behind the URL?
+                self._file(chunk, [CollimateError(_GONE)] * len(chunk[1]))
+            return
+        self.answered = True
+        self._file(chunk, answers)
+
+    def _file(self, chunk: Chunk, answers: list[Any]) -> None:
+        start, jobs = chunk
+        done = [
+            (start + i, _outcome(job, answer, self.recorder))
+            for i, (job, answer) in enumerate(zip(jobs, answers, strict=True))
+        ]
+        for index, outcome in done:
+            self.outcomes[index] = outcome
+        if self.on_chunk is not None and not self.on_chunk(done):
+            self.halted = True
+
+    def result(self) -> list[Outcome | None] | None:
+        """Every job's outcome, ``None`` for jobs not sent once ``on_chunk`` stopped; or
+        ``None`` when the node refused the route before answering anything (nothing ran)."""
+        if not self.answered:
+            return None if self.refused else self.outcomes
+        if not self.halted:  # jobs refused, or not sent, before the first answer came
+            for chunk in self.chunks:
+                if self.outcomes[chunk[0]] is None:
+                    self._file(chunk, [CollimateError(_GONE)] * len(chunk[1]))
+        return self.outcomes
+
+
+def _chunks(jobs: Sequence[_Job], per_request: int) -> list[Chunk]:
+    step = max(1, min(per_request, BATCH_ITEMS))
+    return [(start, list(jobs[start : start + step])) for start in range(0, len(jobs), step)]
+
+
+def grade_jobs_batched(
+    client: Any,
+    jobs: Sequence[_Job],
+    recorder: GradeRecorder | None,
+    *,
+    per_request: int = BATCH_ITEMS,
+    in_flight: int = 1,
+    on_chunk: OnChunk | None = None,
+) -> list[Outcome | None] | None:
+    """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
+
+    Requests of ``per_request`` items go ``in_flight`` at a time (so at most
+    ``per_request * in_flight`` execs are in flight), the next one as soon as one
+    is answered. ``on_chunk`` gets each request's ``(index, outcome)`` pairs as
+    they arrive and returns False to stop sending (the jobs not sent stay
+    ``None``). ``None`` when the client or its node has no batch route: nothing
+    ran, grade exec by exec then.
+    """
+    if not supports_batches(client):
+        return None
+    chunks = _chunks(jobs, per_request)
+    answers = _Answers(chunks, recorder, on_chunk)
+    if in_flight <= 1 or len(chunks) == 1:  # in turn, in this thread (a GRPO step)
+        for chunk in chunks:
+            if answers.stopped:
+                break
+            answers.take(chunk, _drive(client, chunk[1]))
+        return answers.result()
+    with ThreadPoolExecutor(max_workers=min(in_flight, len(chunks))) as pool:
+        futures = {pool.submit(_drive, client, chunk[1]): chunk for chunk in chunks}
+        try:
+            for future in as_completed(futures):
+                if not future.cancelled():
+                    answers.take(futures[future], future.result())
+                if answers.stopped:
+                    for pending in futures:
+                        pending.cancel()
+        except BaseException:
+            for pending in futures:
+                pending.cancel()
+            raise
+    return answers.result()
+
+
+async def agrade_jobs_batched(
+    client: Any,
+    jobs: Sequence[_Job],
+    recorder: GradeRecorder | None,
+    *,
+    per_request: int = BATCH_ITEMS,
+    in_flight: int = 1,
+    on_chunk: OnChunk | None = None,
+) -> list[Outcome | None] | None:
+    """The async twin of :func:`grade_jobs_batched` (an async client's ``exec_batch``)."""
+    if not supports_batches(client):
+        return None
+    chunks = _chunks(jobs, per_request)
+    answers = _Answers(chunks, recorder, on_chunk)
+    limiter = anyio.CapacityLimiter(max(1, in_flight))
+
+    async with anyio.create_task_group() as group:
+
+        async def one(chunk: Chunk) -> None:
+            async with limiter:
+                if answers.stopped:
+                    return
+                reply = await _adrive(client, chunk[1])
+            answers.take(chunk, reply)
+            if answers.stopped:
+                group.cancel_scope.cancel()
+
+        for chunk in chunks:
+            group.start_soon(one, chunk)
+    return answers.result()
 
 
 def grade_items(

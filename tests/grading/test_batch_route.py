@@ -6,13 +6,14 @@ batch path too; clients without the route (a daemon, a gateway) keep working.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from collimate_rl.errors import CollimateNotFoundError
 from collimate_rl.grading import UnitTestReward, grade_batch
-from collimate_rl.grading._batched import grade_items, supports_batches
+from collimate_rl.grading._batched import grade_items, supports_batches, window
 
 from .conftest import TEMPLATE
 from .test_forgery import ATTACKS, SPECS, _candidate
@@ -66,7 +67,8 @@ def test_both_paths_give_the_same_grades(client: Any) -> None:
     batched, per_exec = Counting(client), Counting(client, batch=False)
     one = grade_batch(batched, TEMPLATE, completions, SPEC, seeds=SEED, extract=False)
     two = grade_batch(per_exec, TEMPLATE, completions, SPEC, seeds=SEED, extract=False)
-    assert batched.calls == {"exec_batch": 1, "exec_once": 0, "session_exec": 0}
+    # the default concurrency (16) sends requests of 4 (``window``): 8 grades in 2
+    assert batched.calls == {"exec_batch": 2, "exec_once": 0, "session_exec": 0}
     assert per_exec.calls["exec_batch"] == 0 and per_exec.calls["exec_once"] == len(completions)
     assert _summary(one) == _summary(two)
     assert [r.reward for r in one[:4]] == [1.0, 0.5, 0.0, 0.0]
@@ -74,10 +76,80 @@ def test_both_paths_give_the_same_grades(client: Any) -> None:
     assert [r.output_digest for r in one] == [r.output_digest for r in two]
 
 
-def test_concurrency_bounds_each_request(client: Any) -> None:
-    counting = Counting(client)
-    results = grade_batch(counting, TEMPLATE, [RIGHT] * 5, SPEC, concurrency=2, extract=False)
-    assert counting.calls["exec_batch"] == 3 and [r.reward for r in results] == [1.0] * 5
+class InFlight(Counting):
+    """Counts the grades in flight across concurrent batch requests."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self._lock = threading.Lock()
+        self.now = self.most = 0
+        self.sizes: list[int] = []
+
+    def _exec_batch(self, items: Any) -> Any:
+        with self._lock:
+            self.sizes.append(len(items))
+            self.now += len(items)
+            self.most = max(self.most, self.now)
+        try:
+            return super()._exec_batch(items)
+        finally:
+            with self._lock:
+                self.now -= len(items)
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 6])
+def test_concurrency_bounds_the_grades_in_flight(client: Any, concurrency: int) -> None:
+    counting = InFlight(client)
+    slow = "import time\ndef add(a, b):\n    time.sleep(0.2)\n    return a + b\n"
+    results = grade_batch(
+        counting, TEMPLATE, [slow] * 9, SPEC, concurrency=concurrency, extract=False
+    )
+    assert [r.reward for r in results] == [1.0] * 9
+    per_request, in_flight = window(concurrency)
+    assert max(counting.sizes) == per_request and sum(counting.sizes) == 9
+    assert counting.most <= concurrency
+    if in_flight > 1:  # 9 grades of 0.2 s: the requests overlapped
+        assert counting.most > per_request
+
+
+HANG = "import time\ndef add(a, b):\n    time.sleep(4)\n    return a + b\n"
+
+
+def test_a_grade_that_hangs_holds_back_only_its_own_request(client: Any) -> None:
+    # one request at a time would send nothing past the hanging grade's request until
+    # it is answered; with several in flight, every later grade lands before it
+    order: list[int] = []
+    results = grade_batch(
+        Counting(client),
+        TEMPLATE,
+        [HANG] + [RIGHT] * 8,
+        SPEC,
+        concurrency=4,
+        extract=False,
+        on_result=lambda index, _: order.append(index),
+    )
+    assert [r.reward for r in results] == [1.0] * 9
+    assert order[-1] == 0 and sorted(order) == list(range(9))
+
+
+@pytest.mark.anyio
+async def test_agrade_batch_keeps_several_requests_in_flight(node: Any) -> None:
+    from collimate_rl.grading import agrade_batch
+    from collimate_rl.wire import AsyncCollimateClient
+
+    order: list[int] = []
+    async with AsyncCollimateClient(unix_socket=str(node.socket_path)) as client:
+        results = await agrade_batch(
+            client,
+            TEMPLATE,
+            [HANG] + [RIGHT] * 8,
+            SPEC,
+            concurrency=4,
+            extract=False,
+            on_result=lambda index, _: order.append(index),
+        )
+    assert [r.reward for r in results] == [1.0] * 9
+    assert order[-1] == 0 and sorted(order) == list(range(9))
 
 
 def test_a_node_without_the_route_falls_back_and_is_remembered(client: Any) -> None:
@@ -90,6 +162,35 @@ def test_a_node_without_the_route_falls_back_and_is_remembered(client: Any) -> N
     grade_batch(daemon, TEMPLATE, [RIGHT], SPEC, extract=False)
     assert daemon.calls["exec_batch"] == 1  # not asked again
     assert grade_items(daemon, TEMPLATE, [(RIGHT, SPEC, None, None)], timeout_seconds=10) is None
+
+
+def test_without_the_route_several_requests_in_flight_fall_back_whole(client: Any) -> None:
+    daemon = NoRoute(client)
+    results = grade_batch(daemon, TEMPLATE, [RIGHT, WRONG] * 4, SPEC, concurrency=4, extract=False)
+    assert [r.reward for r in results] == [1.0, 0.0] * 4
+    # the first requests in flight were refused; nothing more was sent that way
+    assert 1 <= daemon.calls["exec_batch"] <= window(4)[1]
+    assert daemon.calls["exec_once"] == 8
+
+
+class RouteGoesAway(Counting):
+    """Answers the first batch request, then 404s (another node came up behind the URL)."""
+
+    def _exec_batch(self, items: Any) -> Any:
+        self.calls["exec_batch"] += 1
+        if self.calls["exec_batch"] == 1:
+            return self._client.exec_batch(items)
+        raise CollimateNotFoundError("HTTP 404: no such route", status=404, error_code="not_found")
+
+
+def test_a_route_that_goes_away_mid_batch_loses_no_grade(client: Any) -> None:
+    node = RouteGoesAway(client)
+    results = grade_batch(
+        node, TEMPLATE, [RIGHT] * 4, SPEC, concurrency=2, on_infra_error="zero", extract=False
+    )
+    assert len(results) == 4  # every slot accounted for: graded, or flagged
+    assert sorted(r.infra_error for r in results) == [False, True, True, True]
+    assert {r.reward for r in results if not r.infra_error} == {1.0}
 
 
 def test_members_grade_in_their_own_sessions_in_one_request(client: Any) -> None:
