@@ -440,9 +440,13 @@ def _bench_importable() -> bool:
 
 @pytest.mark.skipif(not _bench_importable(), reason="collimate_rl.bench is not in this tree yet")
 def test_bench_quick_json(cli: Cli) -> None:
-    run = cli("bench", "--quick", "--json")
+    # the command reaches the suite with its arguments; tests/bench runs the whole quick
+    # suite once and checks every section
+    run = cli("bench", "--quick", "--json", "--only", "forks")
     assert run.code == 0, run.err
-    json.loads(run.out)
+    out = json.loads(run.out)
+    assert out["command"] == "collimate bench --quick --json --only forks"
+    assert set(out["sections"]) == {"forks", "targets"}
 
 
 @pytest.mark.skipif(_bench_importable(), reason="collimate_rl.bench exists")
