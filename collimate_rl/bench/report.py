@@ -44,22 +44,22 @@ def fmt(value: float, digits: int = 2) -> str:
     return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
-def pct_text(value: float) -> str:
+def pct_text(value: float, digits: int = 0) -> str:
     """A ratio as a percentage: ``pct_text(0.5) == '50%'``.
 
-    >>> pct_text(0.754)
-    '75%'
+    >>> pct_text(0.754), pct_text(0.498, 1)
+    ('75%', '49.8%')
     """
-    return "-" if math.isnan(value) else f"{value:.0%}"
+    return "-" if math.isnan(value) else f"{value:.{digits}%}"
 
 
-def times_text(value: float) -> str:
+def times_text(value: float, digits: int = 1) -> str:
     """A ratio as a multiplier.
 
-    >>> times_text(2.04)
-    '2.0x'
+    >>> times_text(2.04), times_text(1.996, 2)
+    ('2.0x', '2.00x')
     """
-    return "-" if math.isnan(value) else f"{value:.1f}x"
+    return "-" if math.isnan(value) else f"{value:.{digits}f}x"
 
 
 @dataclass

@@ -34,6 +34,15 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "no"
 
 
+def _pct(value: float) -> str:
+    # one decimal: a ratio just under its target must not read as the target (49.8%, not 50%)
+    return pct_text(value, 1)
+
+
+def _times(value: float) -> str:
+    return times_text(value, 2)
+
+
 def targets_section(sections: Sequence[Section]) -> Section:
     """One row per target the run measured: the value, the goal and whether it is met."""
     out = Section(
@@ -66,22 +75,22 @@ def targets_section(sections: Sequence[Section]) -> Section:
         add(
             f"{task_set}: env step vs warm-fork floor",
             value,
-            pct_text,
+            _pct,
             ">= 50% (goal 75%)",
             value >= 0.5,
         )
     if step and bwrap and not bwrap["skipped"]:
         value = ratio(step["rollouts_per_s"], bwrap["rollouts_per_s"])
-        add(f"{task_set}: env step vs bwrap + python -S", value, times_text, ">= 2x", value >= 2)
+        add(f"{task_set}: env step vs bwrap + python -S", value, _times, ">= 2x", value >= 2)
     if episode and floor:
         value = ratio(episode["rollouts_per_s"], floor["rollouts_per_s"])
-        add(f"{task_set}: env reset + step vs floor", value, pct_text, ">= 40%", value >= 0.4)
+        add(f"{task_set}: env reset + step vs floor", value, _pct, ">= 40%", value >= 0.4)
     if oneshot and bwrap and not bwrap["skipped"]:
         value = ratio(oneshot["rollouts_per_s"], bwrap["rollouts_per_s"])
         add(
             f"{task_set}: grade() one-shot vs bwrap + python -S",
             value,
-            times_text,
+            _times,
             ">= 1x",
             value >= 1,
         )
@@ -90,13 +99,13 @@ def targets_section(sections: Sequence[Section]) -> Section:
         add(
             f"{task_set}: CPU per rollout, env step vs floor",
             value,
-            times_text,
+            _times,
             "<= 2x",
             value <= 2,
         )
     if step and skyrl and not skyrl["skipped"]:
         value = ratio(step["rollouts_per_s"], skyrl["rollouts_per_s"])
-        add(f"{task_set}: env step vs skyrl-gym lcb grader", value, times_text, "(no goal)", None)
+        add(f"{task_set}: env step vs skyrl-gym lcb grader", value, _times, "(no goal)", None)
     noop = _find(_rows(sections, "latency"), "runner", latency.ENV_STEP)
     if noop:
         value = noop["p50_ms"]
@@ -123,5 +132,5 @@ def targets_section(sections: Sequence[Section]) -> Section:
         first, last = sessions[0], sessions[-1]
         value = ratio(mean_rate(runs, last["sessions"]), mean_rate(runs, first["sessions"]))
         name = f"no-op throughput, {last['sessions']} vs {first['sessions']} live sessions"
-        add(name, value, pct_text, "flat (>= 90%)", not math.isnan(value) and value >= 0.9)
+        add(name, value, _pct, "flat (>= 90%)", not math.isnan(value) and value >= 0.9)
     return out

@@ -212,6 +212,20 @@ def test_targets_are_judged_from_the_sections() -> None:
     assert targets_section([]).data == []
 
 
+def test_a_ratio_just_under_its_target_does_not_read_as_the_target() -> None:
+    runners = [
+        {"runner": grpo.ENV_STEP, "rollouts_per_s": 49.8, "cpu_ms_per_rollout": 9.98},
+        {"runner": grpo.FLOOR, "rollouts_per_s": 100.0, "cpu_ms_per_rollout": 5.0},
+    ]
+    rows = {row[0]: row for row in targets_section([_section("grpo_humaneval", runners)]).rows}
+    assert rows["humaneval: env step vs warm-fork floor"][1:] == [
+        "49.8%",
+        ">= 50% (goal 75%)",
+        "no",
+    ]
+    assert rows["humaneval: CPU per rollout, env step vs floor"][1:] == ["2.00x", "<= 2x", "yes"]
+
+
 # -- workload: the runners' programs and skyrl-gym's rows ---------------------------------
 
 
