@@ -113,6 +113,17 @@ def test_concurrency_bounds_the_grades_in_flight(client: Any, concurrency: int) 
 
 
 HANG = "import time\ndef add(a, b):\n    time.sleep(4)\n    return a + b\n"
+#: A grade that takes seconds, then eight quick ones, four grades in flight.
+HANG_FIRST: dict[str, Any] = {
+    "completions": [HANG] + [RIGHT] * 8,
+    "spec": SPEC,
+    "concurrency": 4,
+    "extract": False,
+}
+
+
+def _landed_last(results: list[Any], order: list[int]) -> bool:
+    return [r.reward for r in results] == [1.0] * 9 and order == [*order[:-1], 0]
 
 
 def test_a_grade_that_hangs_holds_back_only_its_own_request(client: Any) -> None:
@@ -120,16 +131,9 @@ def test_a_grade_that_hangs_holds_back_only_its_own_request(client: Any) -> None
     # it is answered; with several in flight, every later grade lands before it
     order: list[int] = []
     results = grade_batch(
-        Counting(client),
-        TEMPLATE,
-        [HANG] + [RIGHT] * 8,
-        SPEC,
-        concurrency=4,
-        extract=False,
-        on_result=lambda index, _: order.append(index),
+        Counting(client), TEMPLATE, on_result=lambda i, _: order.append(i), **HANG_FIRST
     )
-    assert [r.reward for r in results] == [1.0] * 9
-    assert order[-1] == 0 and sorted(order) == list(range(9))
+    assert _landed_last(results, order) and sorted(order) == list(range(9)), order
 
 
 @pytest.mark.anyio
@@ -140,16 +144,9 @@ async def test_agrade_batch_keeps_several_requests_in_flight(node: Any) -> None:
     order: list[int] = []
     async with AsyncCollimateClient(unix_socket=str(node.socket_path)) as client:
         results = await agrade_batch(
-            client,
-            TEMPLATE,
-            [HANG] + [RIGHT] * 8,
-            SPEC,
-            concurrency=4,
-            extract=False,
-            on_result=lambda index, _: order.append(index),
+            client, TEMPLATE, on_result=lambda i, _: order.append(i), **HANG_FIRST
         )
-    assert [r.reward for r in results] == [1.0] * 9
-    assert order[-1] == 0 and sorted(order) == list(range(9))
+    assert _landed_last(results, order) and sorted(order) == list(range(9)), order
 
 
 def test_a_node_without_the_route_falls_back_and_is_remembered(client: Any) -> None:
