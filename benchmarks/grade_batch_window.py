@@ -3,7 +3,7 @@
     cd /tmp && <venv>/bin/python <checkout>/benchmarks/grade_batch_window.py [--rounds 2]
 
 A batch request answers when its slowest item is done. Two workloads, graded in turns by
-both ways of sending them (``_batched.window``: four requests of a quarter of
+both ways of sending them (``_batched.request_window``: four requests of a quarter of
 ``concurrency`` in flight; against one request of ``concurrency`` items after another),
 on one node:
 
@@ -61,12 +61,12 @@ def humaneval_candidates() -> Workload:
 @contextmanager
 def one_request_at_a_time() -> Iterator[None]:
     """The way before: requests of ``concurrency`` items, one after another."""
-    window = _grade_batch.window  # what grade_batch calls
-    _grade_batch.window = lambda concurrency: (min(_batched.BATCH_ITEMS, concurrency), 1)
+    window = _grade_batch.request_window  # what grade_batch calls
+    _grade_batch.request_window = lambda concurrency: (min(_batched.BATCH_ITEMS, concurrency), 1)
     try:
         yield
     finally:
-        _grade_batch.window = window
+        _grade_batch.request_window = window
 
 
 def _busy() -> tuple[int, int]:

@@ -49,8 +49,8 @@ __all__ = [
     "agrade_jobs_batched",
     "grade_items",
     "grade_jobs_batched",
+    "request_window",
     "supports_batches",
-    "window",
 ]
 
 #: Most items per request (the node takes up to 1,024).
@@ -186,19 +186,19 @@ OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
 #: A request's jobs and the index of its first.
 Chunk = tuple[int, list[_Job]]
 
-#: Requests in flight at once for a ``concurrency`` (see :func:`window`).
+#: Requests in flight at once for a ``concurrency`` (see :func:`request_window`).
 REQUESTS_IN_FLIGHT = 4
 
 
-def window(concurrency: int) -> tuple[int, int]:
+def request_window(concurrency: int) -> tuple[int, int]:
     """Items per request and requests in flight, for at most ``concurrency`` grades in flight.
 
     A batch request answers when its slowest item is done, so the grades go in a
     few smaller requests at once: a grade that hangs until its timeout holds back
     only its own request's answers, while the other requests keep the node busy.
 
-    >>> window(16), window(64), window(10), window(2), window(1)
-    ((4, 4), (16, 4), (3, 3), (1, 2), (1, 1))
+    >>> [request_window(c) for c in (16, 64, 10, 2, 1)]
+    [(4, 4), (16, 4), (3, 3), (1, 2), (1, 1)]
     """
     per_request = min(BATCH_ITEMS, -(-concurrency // REQUESTS_IN_FLIGHT))
     return per_request, max(1, concurrency // per_request)
@@ -266,21 +266,20 @@ def grade_jobs_batched(
     jobs: Sequence[_Job],
     recorder: GradeRecorder | None,
     *,
-    per_request: int = BATCH_ITEMS,
-    in_flight: int = 1,
+    window: tuple[int, int] = (BATCH_ITEMS, 1),
     on_chunk: OnChunk | None = None,
 ) -> list[Outcome | None] | None:
     """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
 
-    Requests of ``per_request`` items go ``in_flight`` at a time (so at most
-    ``per_request * in_flight`` execs are in flight), the next one as soon as one
-    is answered. ``on_chunk`` gets each request's ``(index, outcome)`` pairs as
+    ``window`` is (items per request, requests in flight): at most their product
+    is in flight, the next request sent as soon as one is answered. ``on_chunk`` gets each request's ``(index, outcome)`` pairs as
     they arrive and returns False to stop sending (the jobs not sent stay
     ``None``). ``None`` when the client or its node has no batch route: nothing
     ran, grade exec by exec then.
     """
     if not supports_batches(client):
         return None
+    per_request, in_flight = window
     chunks = _chunks(jobs, per_request)
     answers = _Answers(chunks, recorder, on_chunk)
     if in_flight <= 1 or len(chunks) == 1:  # in turn, in this thread (a GRPO step)
@@ -310,13 +309,13 @@ async def agrade_jobs_batched(
     jobs: Sequence[_Job],
     recorder: GradeRecorder | None,
     *,
-    per_request: int = BATCH_ITEMS,
-    in_flight: int = 1,
+    window: tuple[int, int] = (BATCH_ITEMS, 1),
     on_chunk: OnChunk | None = None,
 ) -> list[Outcome | None] | None:
     """The async twin of :func:`grade_jobs_batched` (an async client's ``exec_batch``)."""
     if not supports_batches(client):
         return None
+    per_request, in_flight = window
     chunks = _chunks(jobs, per_request)
     answers = _Answers(chunks, recorder, on_chunk)
     limiter = anyio.CapacityLimiter(max(1, in_flight))

@@ -10,7 +10,11 @@ from typing import Any, Literal
 import anyio
 
 from collimate_rl.errors import CollimateError, CollimateUsageError
-from collimate_rl.grading._batched import agrade_jobs_batched, grade_jobs_batched, window
+from collimate_rl.grading._batched import (
+    agrade_jobs_batched,
+    grade_jobs_batched,
+    request_window,
+)
 from collimate_rl.grading._grade_exec import GradeRecorder, _run_async, _run_sync
 from collimate_rl.grading._grade_job import Extract, _Job, _prepare
 from collimate_rl.grading.result import GradeResult
@@ -146,7 +150,7 @@ def grade_batch(
             numbers), or one per completion.
         concurrency: at most this many execs in flight (on our local node: in
             up to four batch requests at once, so a grade that hangs holds back
-            only its own request's answers; see ``_batched.window``).
+            only its own request's answers; see ``_batched.request_window``).
         on_infra_error: ``"raise"`` (default: the lowest-index infrastructure
             error propagates after in-flight grades finish; resample the
             group), ``"zero"`` (that slot gets reward 0.0 with
@@ -174,14 +178,8 @@ def grade_batch(
     if not jobs:
         return []
     outcomes = _Results(jobs, on_infra_error, on_result, progress)
-    per_request, in_flight = window(concurrency)
     batched = grade_jobs_batched(
-        client,
-        jobs,
-        recorder,
-        per_request=per_request,
-        in_flight=in_flight,
-        on_chunk=outcomes.take_chunk,
+        client, jobs, recorder, window=request_window(concurrency), on_chunk=outcomes.take_chunk
     )
     if batched is not None:  # our node: its batch route
         return outcomes.assemble()
@@ -241,14 +239,8 @@ async def agrade_batch(
     if not jobs:
         return []
     outcomes = _Results(jobs, on_infra_error, on_result, progress)
-    per_request, in_flight = window(concurrency)
     batched = await agrade_jobs_batched(
-        client,
-        jobs,
-        recorder,
-        per_request=per_request,
-        in_flight=in_flight,
-        on_chunk=outcomes.take_chunk,
+        client, jobs, recorder, window=request_window(concurrency), on_chunk=outcomes.take_chunk
     )
     if batched is not None:  # our node: its batch route
         return outcomes.assemble()

@@ -13,7 +13,7 @@ import pytest
 
 from collimate_rl.errors import CollimateNotFoundError
 from collimate_rl.grading import UnitTestReward, grade_batch
-from collimate_rl.grading._batched import grade_items, supports_batches, window
+from collimate_rl.grading._batched import grade_items, request_window, supports_batches
 
 from .conftest import TEMPLATE
 from .test_forgery import ATTACKS, SPECS, _candidate
@@ -67,7 +67,7 @@ def test_both_paths_give_the_same_grades(client: Any) -> None:
     batched, per_exec = Counting(client), Counting(client, batch=False)
     one = grade_batch(batched, TEMPLATE, completions, SPEC, seeds=SEED, extract=False)
     two = grade_batch(per_exec, TEMPLATE, completions, SPEC, seeds=SEED, extract=False)
-    # the default concurrency (16) sends requests of 4 (``window``): 8 grades in 2
+    # the default concurrency (16) sends requests of 4 (``request_window``): 8 grades in 2
     assert batched.calls == {"exec_batch": 2, "exec_once": 0, "session_exec": 0}
     assert per_exec.calls["exec_batch"] == 0 and per_exec.calls["exec_once"] == len(completions)
     assert _summary(one) == _summary(two)
@@ -105,7 +105,7 @@ def test_concurrency_bounds_the_grades_in_flight(client: Any, concurrency: int) 
         counting, TEMPLATE, [slow] * 9, SPEC, concurrency=concurrency, extract=False
     )
     assert [r.reward for r in results] == [1.0] * 9
-    per_request, in_flight = window(concurrency)
+    per_request, in_flight = request_window(concurrency)
     assert max(counting.sizes) == per_request and sum(counting.sizes) == 9
     assert counting.most <= concurrency
     if in_flight > 1:  # 9 grades of 0.2 s: the requests overlapped
@@ -166,7 +166,7 @@ def test_without_the_route_several_requests_in_flight_fall_back_whole(client: An
     results = grade_batch(daemon, TEMPLATE, [RIGHT, WRONG] * 4, SPEC, concurrency=4, extract=False)
     assert [r.reward for r in results] == [1.0, 0.0] * 4
     # the first requests in flight were refused; nothing more was sent that way
-    assert 1 <= daemon.calls["exec_batch"] <= window(4)[1]
+    assert 1 <= daemon.calls["exec_batch"] <= request_window(4)[1]
     assert daemon.calls["exec_once"] == 8
 
 
