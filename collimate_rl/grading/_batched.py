@@ -272,10 +272,10 @@ def grade_jobs_batched(
     """Grade ``jobs`` through the node's batch route; per job a result or an infra error.
 
     ``window`` is (items per request, requests in flight): at most their product
-    is in flight, the next request sent as soon as one is answered. ``on_chunk`` gets each request's ``(index, outcome)`` pairs as
-    they arrive and returns False to stop sending (the jobs not sent stay
-    ``None``). ``None`` when the client or its node has no batch route: nothing
-    ran, grade exec by exec then.
+    is in flight, the next request sent as soon as one is answered. ``on_chunk``
+    gets each request's ``(index, outcome)`` pairs as they arrive and returns
+    False to stop sending (the jobs not sent stay ``None``). ``None`` when the
+    client or its node has no batch route: nothing ran, grade exec by exec then.
     """
     if not supports_batches(client):
         return None
