@@ -4,7 +4,7 @@ input order, and what an infrastructure failure does to its slot."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal
 
 import anyio
@@ -14,6 +14,7 @@ from collimate_rl.grading._batched import (
     agrade_jobs_batched,
     grade_jobs_batched,
     request_window,
+    take_as_completed,
 )
 from collimate_rl.grading._grade_exec import GradeRecorder, _run_async, _run_sync
 from collimate_rl.grading._grade_job import Extract, _Job, _prepare
@@ -104,6 +105,14 @@ class _Results:
         if self.progress is not None:
             self.progress(self.finished, len(self.jobs))
 
+    def file_future(self, index: int, future: Future[GradeResult]) -> None:
+        """File a per-exec grade: its result, or the infrastructure error it raised."""
+        try:
+            outcome: GradeResult | CollimateError = future.result()
+        except CollimateError as exc:
+            outcome = exc
+        self.file(index, outcome)
+
     def take_chunk(self, chunk: list[tuple[int, GradeResult | CollimateError]]) -> bool:
         """File a batch request's outcomes; False once a ``"raise"`` batch failed."""
         for index, outcome in chunk:
@@ -187,22 +196,7 @@ def grade_batch(
         futures: dict[Future[GradeResult], int] = {
             pool.submit(_run_sync, client, job, recorder): i for i, job in enumerate(jobs)
         }
-        try:
-            for future in as_completed(futures):
-                if future.cancelled():
-                    continue
-                try:
-                    outcome: GradeResult | CollimateError = future.result()
-                except CollimateError as exc:
-                    outcome = exc
-                outcomes.file(futures[future], outcome)
-                if outcomes.failed_hard:
-                    for pending in futures:
-                        pending.cancel()
-        except BaseException:
-            for pending in futures:
-                pending.cancel()
-            raise
+        take_as_completed(futures, outcomes.file_future, lambda: outcomes.failed_hard)
     return outcomes.assemble()
 
 
