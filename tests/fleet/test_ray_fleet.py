@@ -52,24 +52,20 @@ def cluster() -> Iterator[Cluster]:
     # Ray's own files (session logs, sockets; /tmp/ray by default) go to a folder of this
     # module's, removed after: its raylets and drivers all read RAY_TMPDIR.
     ray_tmp = tempfile.mkdtemp(prefix="ray-")
-    saved = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = ray_tmp
     try:
-        cluster = Cluster(
-            initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-        )
-        try:
-            cluster.add_node(num_cpus=1)
-            ray.init(address=cluster.address, logging_level="error", log_to_driver=False)
-            yield cluster
-        finally:
-            ray.shutdown()
-            cluster.shutdown()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("RAY_TMPDIR", ray_tmp)
+            cluster = Cluster(
+                initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+            )
+            try:
+                cluster.add_node(num_cpus=1)
+                ray.init(address=cluster.address, logging_level="error", log_to_driver=False)
+                yield cluster
+            finally:
+                ray.shutdown()
+                cluster.shutdown()
     finally:
-        if saved is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = saved
         _remove_when_quiet(ray_tmp)
 
 
