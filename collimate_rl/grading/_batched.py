@@ -16,8 +16,7 @@ True
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,6 +38,7 @@ from collimate_rl.wire._extensions import (
     resend_waits,
     shed_items,
 )
+from collimate_rl.wire._operations import ClientCall, Op, Sleep, adrive, drive
 
 if TYPE_CHECKING:
     from collimate_rl.grading.specs import RewardSpec
@@ -76,9 +76,6 @@ def _item(job: _Job, warm: bool) -> dict[str, Any]:
     return {**_one_shot(job, warm), "template_id": job.template}  # the egress policy too
 
 
-#: What a request's flow asks its driver: ``("send", items)`` -> the node's answers (or the
-#: exception the request raised); ``("sleep", seconds)`` -> None.
-Ask = tuple[str, Any]
 _GONE = "the node's batch route disappeared"
 
 
@@ -98,16 +95,25 @@ def _answers(client: Any, reply: Any, count: int) -> list[Any] | None:
     return [infra] * count
 
 
-def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any] | None]:
+def _send(items: list[dict[str, Any]]) -> Op[Any]:
+    """One ``exec_batch`` call: the node's answers, or the exception the request raised."""
+    try:
+        return (yield ClientCall("exec_batch", (items,)))
+    except Exception as exc:
+        return exc
+
+
+def _request(client: Any, jobs: Sequence[_Job]) -> Op[list[Any] | None]:
     """Answers for ``jobs``: the warm stub where it may work, then the full program for misses.
 
-    Items the node shed (``at_capacity``: they did not run) are resent, like a
-    single exec's 503, up to the client's ``retries`` with its backoff.
+    An operation, driven by ``drive`` or ``adrive`` like the sandbox's. Items the
+    node shed (``at_capacity``: they did not run) are resent, like a single
+    exec's 503, up to the client's ``retries`` with its backoff.
     """
     if not has_batch_route(client):  # another request in flight found it missing
         return None
     warm = _WARM.warm(client)
-    reply = yield ("send", [_item(job, warm) for job in jobs])
+    reply = yield from _send([_item(job, warm) for job in jobs])
     answers = _answers(client, reply, len(jobs))
     if answers is None:
         return None
@@ -115,8 +121,8 @@ def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any]
         shed = shed_items(answers)
         if not shed:
             break
-        yield ("sleep", wait)
-        reply = yield ("send", [_item(jobs[i], warm) for i in shed])
+        yield Sleep(wait)
+        reply = yield from _send([_item(jobs[i], warm) for i in shed])
         again = _answers(client, reply, len(shed)) or [CollimateError(_GONE)] * len(shed)
         for i, answer in zip(shed, again, strict=True):
             answers[i] = answer
@@ -125,7 +131,7 @@ def _request(client: Any, jobs: Sequence[_Job]) -> Generator[Ask, Any, list[Any]
     missed = [i for i, r in enumerate(answers) if not isinstance(r, Exception) and _missed(r)]
     if missed:
         _WARM.missed(client)
-        reply = yield ("send", [_item(jobs[i], False) for i in missed])
+        reply = yield from _send([_item(jobs[i], False) for i in missed])
         again = _answers(client, reply, len(missed)) or [CollimateError(_GONE)] * len(missed)
         for i, answer in zip(missed, again, strict=True):
             answers[i] = answer
@@ -144,46 +150,6 @@ def _outcome(job: _Job, response: Any, recorder: GradeRecorder | None) -> Outcom
             return exc  # per item, as on the per-exec path
     _record(recorder, job, result)
     return result
-
-
-def _drive(client: Any, jobs: Sequence[_Job]) -> list[Any] | None:
-    """One request's answers (:func:`_request`), with blocking calls."""
-    flow = _request(client, jobs)
-    reply: Any = None
-    try:
-        while True:
-            kind, value = flow.send(reply)
-            if kind == "send":
-                try:
-                    reply = client.exec_batch(value)
-                except Exception as exc:
-                    reply = exc
-            else:
-                time.sleep(value)
-                reply = None
-    except StopIteration as stop:
-        answers: list[Any] | None = stop.value
-        return answers
-
-
-async def _adrive(client: Any, jobs: Sequence[_Job]) -> list[Any] | None:
-    """The async twin of :func:`_drive` (an async client's ``exec_batch``)."""
-    flow = _request(client, jobs)
-    reply: Any = None
-    try:
-        while True:
-            kind, value = flow.send(reply)
-            if kind == "send":
-                try:
-                    reply = await client.exec_batch(value)
-                except Exception as exc:
-                    reply = exc
-            else:
-                await anyio.sleep(value)
-                reply = None
-    except StopIteration as stop:
-        answers: list[Any] | None = stop.value
-        return answers
 
 
 OnChunk = Callable[[list[tuple[int, Outcome]]], bool]
@@ -313,10 +279,12 @@ def grade_jobs_batched(
         for chunk in chunks:
             if answers.stopped:
                 break
-            answers.take(chunk, _drive(client, chunk[1]))
+            answers.take(chunk, drive(_request(client, chunk[1]), client))
         return answers.result()
     with ThreadPoolExecutor(max_workers=min(in_flight, len(chunks))) as pool:
-        futures = {pool.submit(_drive, client, chunk[1]): chunk for chunk in chunks}
+        futures = {
+            pool.submit(drive, _request(client, chunk[1]), client): chunk for chunk in chunks
+        }
         take_as_completed(
             futures,
             lambda chunk, future: answers.take(chunk, future.result()),
@@ -347,7 +315,7 @@ async def agrade_jobs_batched(
             async with limiter:
                 if answers.stopped:
                     return
-                reply = await _adrive(client, chunk[1])
+                reply = await adrive(_request(client, chunk[1]), client)
             answers.take(chunk, reply)
             if answers.stopped:
                 group.cancel_scope.cancel()

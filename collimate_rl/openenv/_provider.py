@@ -47,7 +47,7 @@ from openenv.core.containers.runtime.providers import ContainerProvider
 
 from collimate_rl.errors import CollimateError, CollimateUsageError
 from collimate_rl.openenv._tunnel import PortForward
-from collimate_rl.sandbox._core import field_of
+from collimate_rl.wire._operations import field_of
 
 __all__ = ["CollimateProvider", "image_to_template"]
 

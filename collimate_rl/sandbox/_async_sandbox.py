@@ -6,13 +6,13 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from collimate_rl.sandbox._core import adrive
 from collimate_rl.sandbox._files import download_flow, upload_flow
 from collimate_rl.sandbox._forkgroup import AsyncForkGroup, ChildInfo
 from collimate_rl.sandbox._operations import _SandboxCore
 from collimate_rl.sandbox._result import ExecResult
 from collimate_rl.seeds import group_seeds
 from collimate_rl.wire import connect_async
+from collimate_rl.wire._operations import adrive
 
 __all__ = ["AsyncSandbox"]
 

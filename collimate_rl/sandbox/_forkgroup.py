@@ -1,7 +1,7 @@
 """Strict-width forking and the group of forked children.
 
 :func:`fork_op` forks a parent ``n`` ways as one operation (see
-:mod:`collimate_rl.sandbox._core`): on the gateway through
+:mod:`collimate_rl.wire._operations`): on the gateway through
 ``fork(sandbox_id, count=, labels=)`` in chunks of the tier's per-call cap,
 on the local node through its ``fork_session(session_id, count)`` extension.
 The width is strict: either all ``n`` children exist, or none do. On any
@@ -33,9 +33,10 @@ from collimate_rl.errors import (
     ForkShortError,
     GatewayError,
 )
-from collimate_rl.sandbox._core import ClientCall, Op, drive_batched, field_of, to_dict
+from collimate_rl.sandbox._drive_batched import drive_batched
 from collimate_rl.sandbox._result import ExecResult
 from collimate_rl.wire._extensions import has_batch_route
+from collimate_rl.wire._operations import ClientCall, Op, field_of, to_dict
 
 __all__ = [
     "NODE_FORK_MAX",

@@ -1,6 +1,6 @@
 """What :class:`Sandbox` and :class:`AsyncSandbox` share: the state, and every operation.
 
-Each operation is a generator of client calls (see :mod:`collimate_rl.sandbox._core`);
+Each operation is a generator of client calls (see :mod:`collimate_rl.wire._operations`);
 :mod:`._sandbox` drives them with blocking calls and :mod:`._async_sandbox` awaits them.
 """
 
@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from collimate_rl.errors import CollimateError, CollimateUsageError
-from collimate_rl.sandbox._core import ClientCall, Op, field_of
 from collimate_rl.sandbox._files import ScriptFlow
 from collimate_rl.sandbox._forkgroup import ChildInfo, check_fork_args, fork_kind, fork_op
 from collimate_rl.sandbox._result import ExecResult
 from collimate_rl.seeds import is_valid_seed
+from collimate_rl.wire._operations import ClientCall, Op, field_of
 
 __all__ = ["WARM_FORK_MS"]
 

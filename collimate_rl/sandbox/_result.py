@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from collimate_rl.sandbox._core import field_of, to_dict
+from collimate_rl.wire._operations import field_of, to_dict
 
 __all__ = ["ExecResult"]
 

@@ -1,7 +1,7 @@
 """The SDK's handle on one sandbox, over any transport (local node, daemon, gateway).
 
 Everything a :class:`Sandbox` does is an operation in :class:`._operations._SandboxCore`
-(a generator of client calls, see :mod:`collimate_rl.sandbox._core`);
+(a generator of client calls, see :mod:`collimate_rl.wire._operations`);
 :class:`Sandbox` drives them with blocking calls and its async twin
 (:mod:`._async_sandbox`) awaits them. The two classes hold no logic of their own.
 """
@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from collimate_rl.sandbox._core import drive
 from collimate_rl.sandbox._files import download_flow, upload_flow
 from collimate_rl.sandbox._forkgroup import ChildInfo, ForkGroup
 from collimate_rl.sandbox._operations import WARM_FORK_MS, _SandboxCore
 from collimate_rl.sandbox._result import ExecResult
 from collimate_rl.seeds import group_seeds
 from collimate_rl.wire import connect
+from collimate_rl.wire._operations import drive
 
 __all__ = ["WARM_FORK_MS", "Sandbox"]
 

@@ -1,7 +1,7 @@
 """Baking and watching a template, written once as operations (generators of client calls).
 
 The sync classes in :mod:`._handles` drive them with blocking calls, the async
-twins await them (see :mod:`collimate_rl.sandbox._core`).
+twins await them (see :mod:`collimate_rl.wire._operations`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collimate_rl.errors import CollimateNotFoundError, GatewayError
-from collimate_rl.sandbox._core import ClientCall, Op, Sleep, field_of
 from collimate_rl.templates._clients import _is_gateway, _no_node_bake
 from collimate_rl.templates._ready import Ready
 from collimate_rl.templates._status import TemplateBakeFailed, TemplateStatus
+from collimate_rl.wire._operations import ClientCall, Op, Sleep, field_of
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from typing import Any
 
 from collimate_rl.errors import CollimateNotFoundError, GatewayError
 from collimate_rl.sandbox import AsyncSandbox, Sandbox
-from collimate_rl.sandbox._core import ClientCall, Op, adrive, drive, field_of
 from collimate_rl.templates._clients import _is_gateway, _no_node_bake, _not_gateway
 from collimate_rl.templates._handles import (
     AsyncTemplate,
@@ -22,6 +21,7 @@ from collimate_rl.templates._handles import (
 )
 from collimate_rl.templates._ready import Ready
 from collimate_rl.templates._status import TemplateStatus
+from collimate_rl.wire._operations import ClientCall, Op, adrive, drive, field_of
 
 __all__ = ["AsyncEnv", "Env", "environment", "environment_async"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from collimate_rl.sandbox._core import adrive, drive
 from collimate_rl.templates._bake_ops import (
     _attach_op,
     _bake_op,
@@ -16,6 +15,7 @@ from collimate_rl.templates._bake_ops import (
 from collimate_rl.templates._clients import _on_node
 from collimate_rl.templates._ready import Ready
 from collimate_rl.templates._status import TemplateStatus
+from collimate_rl.wire._operations import adrive, drive
 
 __all__ = ["AsyncTemplate", "AsyncTemplateHandle", "Template", "TemplateHandle"]
 

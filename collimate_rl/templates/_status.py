@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from collimate_rl.errors import GatewayError
-from collimate_rl.sandbox._core import field_of, to_dict
+from collimate_rl.wire._operations import field_of, to_dict
 
 __all__ = ["PHASE_RANK", "TemplateBakeFailed", "TemplateStatus"]
 
