@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -27,7 +28,9 @@ from collimate_rl.grading._batched import grade_items
 __all__ = ["GroupVectorEnv", "group_advantages"]
 
 
-def group_advantages(rewards: np.ndarray, valid: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+def group_advantages(
+    rewards: npt.NDArray[np.float64], valid: npt.NDArray[np.bool_], eps: float = 1e-6
+) -> npt.NDArray[np.float64]:
     """GRPO's group-relative advantage over the valid members; NaN for invalid ones.
 
     >>> group_advantages(np.array([1.0, 0.0, 1.0, 0.0]), np.array([True] * 4)).round(3)
@@ -224,7 +227,13 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
 
     def step(
         self, actions: Any
-    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    ) -> tuple[
+        tuple[str, ...],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.bool_],
+        npt.NDArray[np.bool_],
+        dict[str, Any],
+    ]:
         actions = tuple(actions)
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")

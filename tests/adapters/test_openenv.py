@@ -109,10 +109,24 @@ def test_sync_wrapper_multi_turn_feedback(feedback_url: str) -> None:
         assert second.done and second.reward == 1.0
 
 
+class _AllArrived:
+    """Holds each task at ``wait()`` until ``parties`` have arrived (asyncio.Barrier is 3.11+)."""
+
+    def __init__(self, parties: int) -> None:
+        self.missing = parties
+        self.event = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.missing -= 1
+        if self.missing == 0:
+            self.event.set()
+        await self.event.wait()
+
+
 def test_concurrent_sessions_each_get_their_own_sandbox(shell_url: str, local_client: Any) -> None:
     before = {s["session_id"] for s in local_client.list_sessions()}
 
-    async def one(i: int, opened: asyncio.Barrier) -> str:
+    async def one(i: int, opened: _AllArrived) -> str:
         async with CollimateEnvClient(base_url=shell_url) as env:
             await env.reset(task_id="shell/fix-config")
             out = await env.step(
@@ -124,7 +138,7 @@ def test_concurrent_sessions_each_get_their_own_sandbox(shell_url: str, local_cl
             return str(listing.observation.text)
 
     async def main() -> list[str]:
-        opened = asyncio.Barrier(3)
+        opened = _AllArrived(3)
         return await asyncio.gather(*(one(i, opened) for i in range(3)))
 
     texts = asyncio.run(main())

@@ -65,7 +65,9 @@ def test_quick_json_run_is_complete_and_consistent(capsys: pytest.CaptureFixture
     assert [row["k"] for row in sections["forks"]["data"]] == [1, 8, 64]
     assert all(row["p50_ms"] > 0 for row in sections["forks"]["data"])
     uss = sections["memory"]["data"][0]
-    assert uss["measure"] == "unique (USS)" and uss["per_session_mib"] > 0
+    # an idle forked session is a record in its template's master: its own unique memory
+    # reads 0.00 MiB (or a little either way, as the node's heap moves); the target is < 5
+    assert uss["measure"] == "unique (USS)" and abs(uss["per_session_mib"]) < 5
     sessions = sections["scaling_sessions"]["data"]
     assert [(row["sessions"], row.get("again", False)) for row in sessions] == [
         (1, False),

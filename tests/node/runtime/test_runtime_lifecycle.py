@@ -139,8 +139,9 @@ async def test_bake_custom_template(rt: LocalRuntime) -> None:
         "baked-" + secrets.token_hex(3),
         "python3",
         [
-            "mkdir -p /sandbox/.local/lib/python3.11/site-packages/bakedmod",
-            "echo 'VALUE = 42' > /sandbox/.local/lib/python3.11/site-packages/bakedmod/__init__.py",
+            # the user site of the sandbox's Python (the node's version, whatever it is)
+            "d=$(python3 -c 'import site; print(site.getusersitepackages())')/bakedmod"
+            " && mkdir -p $d && echo 'VALUE = 42' > $d/__init__.py",
             "echo baked > /sandbox/baked.txt",
             "python3 -c 'print(1+1)'",
         ],
