@@ -48,18 +48,7 @@ def in_chunks(per: int, pool: ThreadPoolExecutor) -> GradeItems:
         chunks: list[_batched.Chunk] = []
         futures = {}
         for start in range(0, len(items), per):
-            jobs = [
-                _batched._prepare(
-                    template,
-                    completion,
-                    spec,
-                    seed=seed,
-                    timeout_seconds=timeout_seconds,
-                    session_id=session_id,
-                    extract=True,
-                )
-                for completion, spec, seed, session_id in items[start : start + per]
-            ]
+            jobs = _batched.prepare_items(template, items[start : start + per], timeout_seconds)
             chunks.append((start, jobs))
             futures[pool.submit(drive, _batched._request(client, jobs), client)] = chunks[-1]
         answers = _batched._Answers(chunks, recorder, None)

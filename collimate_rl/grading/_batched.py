@@ -31,14 +31,8 @@ from collimate_rl.grading._grade_exec import _WARM, GradeRecorder, _missed, _one
 from collimate_rl.grading._grade_job import _Job, _prepare
 from collimate_rl.grading._grade_verdict import _finish, _infra, _task_failure
 from collimate_rl.grading.result import GradeResult
-from collimate_rl.wire._extensions import (
-    forget_batch_route,
-    has_batch_route,
-    is_missing_route,
-    resend_waits,
-    shed_items,
-)
-from collimate_rl.wire._operations import ClientCall, Op, Sleep, adrive, drive
+from collimate_rl.wire._extensions import exec_batch_op, has_batch_route
+from collimate_rl.wire._operations import Op, adrive, drive
 
 if TYPE_CHECKING:
     from collimate_rl.grading.specs import RewardSpec
@@ -49,6 +43,7 @@ __all__ = [
     "agrade_jobs_batched",
     "grade_items",
     "grade_jobs_batched",
+    "prepare_items",
     "request_window",
     "supports_batches",
     "take_as_completed",
@@ -79,61 +74,36 @@ def _item(job: _Job, warm: bool) -> dict[str, Any]:
 _GONE = "the node's batch route disappeared"
 
 
-def _answers(client: Any, reply: Any, count: int) -> list[Any] | None:
-    """A request's answers, per item; None when the node has no batch route."""
-    if not isinstance(reply, BaseException):
-        return list(reply)
-    if is_missing_route(reply):
-        forget_batch_route(client)
-        return None
-    infra = _infra(reply)
-    if infra is None and isinstance(reply, RuntimeError):  # e.g. its client was closed
-        infra = CollimateTransportError(f"exec request failed: {reply}")
-        infra.__cause__ = reply
+def _failed(exc: Exception) -> CollimateError:
+    """What a batch request that failed as a whole answers for each of its items."""
+    infra = _infra(exc)
+    if infra is None and isinstance(exc, RuntimeError):  # e.g. its client was closed
+        infra = CollimateTransportError(f"exec request failed: {exc}")
+        infra.__cause__ = exc
     if infra is None:
-        raise reply
-    return [infra] * count
-
-
-def _send(items: list[dict[str, Any]]) -> Op[Any]:
-    """One ``exec_batch`` call: the node's answers, or the exception the request raised."""
-    try:
-        return (yield ClientCall("exec_batch", (items,)))
-    except Exception as exc:
-        return exc
+        raise exc
+    return infra
 
 
 def _request(client: Any, jobs: Sequence[_Job]) -> Op[list[Any] | None]:
     """Answers for ``jobs``: the warm stub where it may work, then the full program for misses.
 
-    An operation, driven by ``drive`` or ``adrive`` like the sandbox's. Items the
-    node shed (``at_capacity``: they did not run) are resent, like a single
-    exec's 503, up to the client's ``retries`` with its backoff.
+    An operation, driven by ``drive`` or ``adrive`` like the sandbox's; each
+    request is :func:`~collimate_rl.wire._extensions.exec_batch_op` (items the
+    node shed are resent, like a single exec's 503). ``None`` when the node has
+    no batch route (nothing ran).
     """
-    if not has_batch_route(client):  # another request in flight found it missing
-        return None
     warm = _WARM.warm(client)
-    reply = yield from _send([_item(job, warm) for job in jobs])
-    answers = _answers(client, reply, len(jobs))
-    if answers is None:
-        return None
-    for wait in resend_waits(client):
-        shed = shed_items(answers)
-        if not shed:
-            break
-        yield Sleep(wait)
-        reply = yield from _send([_item(jobs[i], warm) for i in shed])
-        again = _answers(client, reply, len(shed)) or [CollimateError(_GONE)] * len(shed)
-        for i, answer in zip(shed, again, strict=True):
-            answers[i] = answer
-    if not warm:
+    items = [_item(job, warm) for job in jobs]
+    answers = yield from exec_batch_op(client, items, _failed)
+    if answers is None or not warm:
         return answers
     missed = [i for i, r in enumerate(answers) if not isinstance(r, Exception) and _missed(r)]
     if missed:
         _WARM.missed(client)
-        reply = yield from _send([_item(jobs[i], False) for i in missed])
-        again = _answers(client, reply, len(missed)) or [CollimateError(_GONE)] * len(missed)
-        for i, answer in zip(missed, again, strict=True):
+        full = [_item(jobs[i], False) for i in missed]
+        again = yield from exec_batch_op(client, full, _failed)
+        for i, answer in zip(missed, again or [CollimateError(_GONE)] * len(missed), strict=True):
             answers[i] = answer
     return answers
 
@@ -325,6 +295,22 @@ async def agrade_jobs_batched(
     return answers.result()
 
 
+def prepare_items(template: str, items: Sequence[BatchItem], timeout_seconds: float) -> list[_Job]:
+    """Each item's grade, ready to send: its code extracted, its exec built."""
+    return [
+        _prepare(
+            template,
+            completion,
+            spec,
+            seed=seed,
+            timeout_seconds=timeout_seconds,
+            session_id=session_id,
+            extract=True,
+        )
+        for completion, spec, seed, session_id in items
+    ]
+
+
 def grade_items(
     client: Any,
     template: str,
@@ -343,19 +329,7 @@ def grade_items(
     """
     if not supports_batches(client):
         return None
-    jobs = [
-        _prepare(
-            template,
-            completion,
-            spec,
-            seed=seed,
-            timeout_seconds=timeout_seconds,
-            session_id=session_id,
-            extract=True,
-        )
-        for completion, spec, seed, session_id in items
-    ]
-    outcomes = grade_jobs_batched(client, jobs, recorder)
+    outcomes = grade_jobs_batched(client, prepare_items(template, items, timeout_seconds), recorder)
     if outcomes is None:
         return None
     return [o if o is not None else CollimateError("not graded") for o in outcomes]

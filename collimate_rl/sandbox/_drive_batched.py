@@ -12,18 +12,10 @@ extension, one request for the whole group; every later call of an operation
 
 from __future__ import annotations
 
-import time
 from typing import Any, TypeVar
 
-from collimate_rl.errors import CollimateNotFoundError
-from collimate_rl.wire._extensions import (
-    forget_batch_route,
-    has_batch_route,
-    is_missing_route,
-    resend_waits,
-    shed_items,
-)
-from collimate_rl.wire._operations import ClientCall, Op, Sleep, drive_from
+from collimate_rl.wire._extensions import exec_batch_op
+from collimate_rl.wire._operations import ClientCall, Op, Sleep, drive, drive_from
 
 __all__ = ["drive_batched"]
 
@@ -50,11 +42,16 @@ def drive_batched(ops: list[Op[T]], client: Any) -> list[tuple[bool, Any]]:
         except Exception as exc:
             out[i] = (False, exc)
             firsts.append(None)
-    batch = [
-        i for i, c in enumerate(firsts) if isinstance(c, ClientCall) and c.method == "session_exec"
-    ]
-    answers = _exec_batch(client, [firsts[i] for i in batch]) if len(batch) > 1 else None
-    sent = dict(zip(batch, answers, strict=True)) if answers is not None else {}
+    execs = {
+        i: c
+        for i, c in enumerate(firsts)
+        if isinstance(c, ClientCall) and c.method == "session_exec"
+    }
+    sent: dict[int, Any] = {}
+    if len(execs) > 1:
+        items = [dict(call.kwargs, session_id=call.args[0]) for call in execs.values()]
+        answers = drive(exec_batch_op(client, items), client)
+        sent = dict(zip(execs, answers, strict=True)) if answers is not None else {}
     for i, op in enumerate(ops):
         if out[i] is not None:
             continue
@@ -71,39 +68,3 @@ def drive_batched(ops: list[Op[T]], client: Any) -> list[tuple[bool, Any]]:
         except Exception as exc:
             out[i] = (False, exc)
     return [pair if pair is not None else (False, RuntimeError("not run")) for pair in out]
-
-
-def _exec_batch(client: Any, calls: list[Any]) -> list[Any] | None:
-    """The answers to ``session_exec`` calls, in one request; None if there is no such route.
-
-    Items the node shed (they did not run) are sent again, within the client's retries.
-    """
-    if not has_batch_route(client):
-        return None
-    items = [dict(call.kwargs, session_id=call.args[0]) for call in calls]
-
-    def send(batch: list[dict[str, Any]]) -> list[Any]:
-        try:
-            return list(client.exec_batch(batch))
-        except Exception as exc:
-            if is_missing_route(exc):
-                raise
-            return [exc] * len(batch)
-
-    try:
-        answers = send(items)
-    except CollimateNotFoundError:
-        forget_batch_route(client)
-        return None
-    for wait in resend_waits(client):
-        shed = shed_items(answers)
-        if not shed:
-            break
-        time.sleep(wait)
-        try:
-            again = send([items[i] for i in shed])
-        except CollimateNotFoundError as gone:  # the route vanished (another node?)
-            again = [gone] * len(shed)
-        for i, answer in zip(shed, again, strict=True):
-            answers[i] = answer
-    return answers

@@ -5,6 +5,8 @@ gateway answers the route with 404 ``not_found``; the caller remembers that per
 client (weakly) and uses the contract's per-session routes from then on. Items the
 node shed (``at_capacity``: they did not run) are resent like a single exec's 503:
 :func:`shed_items` finds them, :func:`resend_waits` says how long to wait before each try.
+:func:`exec_batch_op` is the one request-and-resend protocol over them, as an operation
+that the fork groups and the grading batches both drive.
 
 >>> class Daemon:
 ...     def exec_batch(self, items): ...
@@ -18,12 +20,14 @@ from __future__ import annotations
 import contextlib
 import random
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from collimate_rl.errors import CollimateCapacityError, CollimateNotFoundError
+from collimate_rl.wire._operations import ClientCall, Op, Sleep
 
 __all__ = [
+    "exec_batch_op",
     "forget_batch_route",
     "has_batch_route",
     "is_missing_route",
@@ -76,3 +80,63 @@ def resend_waits(client: Any) -> Iterator[float]:
     backoff = float(getattr(client, "backoff", 0.15))
     for attempt in range(int(getattr(client, "retries", 0))):
         yield random.uniform(0, backoff * 2**attempt)
+
+
+def _as_is(exc: Exception) -> Any:
+    return exc
+
+
+def exec_batch_op(
+    client: Any,
+    items: list[dict[str, Any]],
+    failed: Callable[[Exception], Any] = _as_is,
+) -> Op[list[Any] | None]:
+    """Every item's answer to one ``exec_batch``; ``None`` when the node has no such route.
+
+    An operation (drive it with :func:`~collimate_rl.wire._operations.drive` or
+    ``adrive``). An answer is the node's response for its item, or the item's own
+    error. A request that fails as a whole answers each of its items with
+    ``failed(exc)`` (which may raise instead). Items the node shed are resent
+    within the client's retries; a route that goes away after the first answer
+    (another node behind the URL) answers what it still owed with ``failed`` of
+    that 404. A node without the route is remembered (:func:`forget_batch_route`).
+
+    >>> from collimate_rl.wire._operations import drive
+    >>> class Node:
+    ...     def exec_batch(self, items):
+    ...         return [{"exit_code": 0, "n": item["n"]} for item in items]
+    >>> node = Node()
+    >>> drive(exec_batch_op(node, [{"n": 1}, {"n": 2}]), node)
+    [{'exit_code': 0, 'n': 1}, {'exit_code': 0, 'n': 2}]
+    """
+    if not has_batch_route(client):
+        return None
+    answers = yield from _ask(client, items, failed)
+    if isinstance(answers, BaseException):
+        return None  # nothing ran
+    for wait in resend_waits(client):
+        shed = shed_items(answers)
+        if not shed:
+            break
+        yield Sleep(wait)
+        again = yield from _ask(client, [items[i] for i in shed], failed)
+        if isinstance(again, BaseException):
+            again = [failed(again)] * len(shed)
+        for i, answer in zip(shed, again, strict=True):
+            answers[i] = answer
+    return answers
+
+
+def _ask(
+    client: Any, items: list[dict[str, Any]], failed: Callable[[Exception], Any]
+) -> Op[list[Any] | CollimateNotFoundError]:
+    """One request's answers, or the 404 of a node without the route (now remembered)."""
+    try:
+        return list((yield ClientCall("exec_batch", (items,))))
+    except CollimateNotFoundError as exc:
+        if not is_missing_route(exc):
+            return [failed(exc)] * len(items)
+        forget_batch_route(client)
+        return exc
+    except Exception as exc:
+        return [failed(exc)] * len(items)
