@@ -33,7 +33,7 @@ from collimate_rl.errors import (
     ForkShortError,
     GatewayError,
 )
-from collimate_rl.sandbox._drive_batched import drive_batched
+from collimate_rl.sandbox._drive_batched import adrive_batched, drive_batched
 from collimate_rl.sandbox._result import ExecResult
 from collimate_rl.wire._extensions import has_batch_route
 from collimate_rl.wire._operations import ClientCall, Op, field_of, to_dict
@@ -77,6 +77,18 @@ class Member(Protocol):
 
 class AsyncMember(Protocol):
     """What an :class:`AsyncForkGroup` needs of a child (an ``AsyncSandbox``)."""
+
+    client: Any
+
+    def _exec_op(
+        self,
+        code: str | None = None,
+        *,
+        command: str | None = None,
+        commands: Sequence[Sequence[str]] | None = None,
+        files: Sequence[Mapping[str, str]] | None = None,
+        timeout_seconds: int | None = None,
+    ) -> Op[ExecResult]: ...
 
     async def exec(
         self,
@@ -417,6 +429,24 @@ class AsyncForkGroup(_GroupBase[AM]):
         on_infra_error: str = "raise",
     ) -> list[ExecResult | None]:
         """See :meth:`ForkGroup.exec_each`; ``concurrency`` bounds in-flight execs."""
+        mode = _check_mode(on_infra_error)
+        if not self.children:
+            return []
+        client = self.children[0].client
+        if all(child.client is client for child in self.children) and has_batch_route(client):
+            # our local node: the whole group in one request (see adrive_batched)
+            ops = [
+                child._exec_op(
+                    code,
+                    command=command,
+                    commands=commands,
+                    files=files,
+                    timeout_seconds=timeout_seconds,
+                )
+                for child in self.children
+            ]
+            limit = _workers(len(self), concurrency)
+            return _settle(await adrive_batched(ops, client, limit), mode)
 
         async def run(_: int, child: AM) -> ExecResult:
             return await child.exec(

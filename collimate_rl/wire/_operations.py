@@ -28,7 +28,17 @@ import anyio
 
 from collimate_rl.wire._core import Sleep
 
-__all__ = ["ClientCall", "Op", "Sleep", "adrive", "drive", "drive_from", "field_of", "to_dict"]
+__all__ = [
+    "ClientCall",
+    "Op",
+    "Sleep",
+    "adrive",
+    "adrive_from",
+    "drive",
+    "drive_from",
+    "field_of",
+    "to_dict",
+]
 
 T = TypeVar("T")
 
@@ -95,6 +105,16 @@ async def adrive(op: Op[T], client: Any) -> T:
     """Run ``op`` by awaiting calls on an async ``client``; the twin of :func:`drive`."""
     try:
         call = next(op)
+    except StopIteration as stop:
+        op.close()
+        value: T = stop.value
+        return value
+    return await adrive_from(op, call, client)
+
+
+async def adrive_from(op: Op[T], call: ClientCall | Sleep, client: Any) -> T:
+    """:func:`adrive`, from a ``call`` that ``op`` has already yielded."""
+    try:
         while True:
             if isinstance(call, Sleep):
                 await anyio.sleep(call.seconds)

@@ -453,6 +453,65 @@ async def test_async_sandbox_round_trip_and_fork(async_client: Any) -> None:
             await closer()
 
 
+class AsyncCountingBatches:
+    """An async node client that counts batch requests and single execs; sheds once if asked
+    (the last item of the first batch: ``at_capacity``, it did not run)."""
+
+    def __init__(self, client: Any, shed_first: bool = False) -> None:
+        self._client = client
+        self.shed_first = shed_first
+        self.batches = 0
+        self.singles = 0
+
+    async def exec_batch(self, items: Any) -> Any:
+        self.batches += 1
+        if not (self.shed_first and self.batches == 1):
+            return await self._client.exec_batch(items)
+        shed = CollimateCapacityError("shed", status=503, error_code="at_capacity")
+        return [*(await self._client.exec_batch(items[:-1])), shed]
+
+    async def session_exec(self, session_id: str, **kw: Any) -> Any:
+        self.singles += 1
+        return await self._client.session_exec(session_id, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.anyio
+async def test_async_fork_group_exec_each_is_one_request_on_our_node() -> None:
+    from collimate_rl.wire import AsyncCollimateClient
+
+    from .conftest import node_or_skip
+
+    node = node_or_skip()
+    client = (
+        AsyncCollimateClient(unix_socket=str(node.socket_path))
+        if node.socket_path is not None
+        else AsyncCollimateClient(base_url=node.base_url)
+    )
+    async with client:
+        counting = AsyncCountingBatches(client)
+        box = AsyncSandbox("python3", client=counting)
+        async with box, await box.fork_group(3) as group:
+            code = "import os; print(len(os.environ['COLLIMATE_SEED']))"
+            results = await group.exec_each(code=code)
+            assert [r.stdout if r else None for r in results] == ["64\n"] * 3
+            assert (counting.batches, counting.singles) == (1, 0)
+            await client.delete_session(group[1].session_id or "")
+            results = await group.exec_each(command="true", on_infra_error="none")
+            assert [r is None for r in results] == [False, True, False]
+            with pytest.raises(CollimateNotFoundError):
+                await group.exec_each(command="true")
+            assert (counting.batches, counting.singles) == (3, 0)
+        shedding = AsyncCountingBatches(client, shed_first=True)
+        box = AsyncSandbox("python3", client=shedding)
+        async with box, await box.fork_group(3) as group:
+            results = await group.exec_each(command="echo ran")
+        assert [r.stdout if r else None for r in results] == ["ran\n"] * 3
+        assert (shedding.batches, shedding.singles) == (2, 0)
+
+
 def _public_methods(cls: type) -> dict[str, inspect.Signature]:
     out = {}
     for name, member in inspect.getmembers(cls):
