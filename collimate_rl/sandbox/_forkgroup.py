@@ -47,8 +47,8 @@ __all__ = [
 ]
 
 
-class Member(Protocol):
-    """What a :class:`ForkGroup` needs of a child (a :class:`~collimate_rl.sandbox.Sandbox`)."""
+class _ExecOps(Protocol):
+    """What both group flavours need of a child to send the group's execs in one request."""
 
     client: Any
 
@@ -61,6 +61,10 @@ class Member(Protocol):
         files: Sequence[Mapping[str, str]] | None = None,
         timeout_seconds: int | None = None,
     ) -> Op[ExecResult]: ...
+
+
+class Member(_ExecOps, Protocol):
+    """What a :class:`ForkGroup` needs of a child (a :class:`~collimate_rl.sandbox.Sandbox`)."""
 
     def exec(
         self,
@@ -75,20 +79,8 @@ class Member(Protocol):
     def close(self) -> None: ...
 
 
-class AsyncMember(Protocol):
+class AsyncMember(_ExecOps, Protocol):
     """What an :class:`AsyncForkGroup` needs of a child (an ``AsyncSandbox``)."""
-
-    client: Any
-
-    def _exec_op(
-        self,
-        code: str | None = None,
-        *,
-        command: str | None = None,
-        commands: Sequence[Sequence[str]] | None = None,
-        files: Sequence[Mapping[str, str]] | None = None,
-        timeout_seconds: int | None = None,
-    ) -> Op[ExecResult]: ...
 
     async def exec(
         self,
@@ -253,6 +245,21 @@ def _workers(n: int, concurrency: int | None) -> int:
     return max(1, concurrency if concurrency is not None else min(n, 24))
 
 
+def _one_request(
+    children: Sequence[_ExecOps],
+    code: str | None,
+    **exec_args: Any,
+) -> tuple[Any, list[Op[ExecResult]]] | None:
+    """The children's client and an exec operation per child, when that client's node takes
+    the whole group in one request (our local node's ``exec_batch``); else ``None``."""
+    if not children:
+        return None
+    client = children[0].client
+    if not all(child.client is client for child in children) or not has_batch_route(client):
+        return None
+    return client, [child._exec_op(code, **exec_args) for child in children]
+
+
 def _settle(outcomes: list[tuple[bool, Any]], mode: InfraMode) -> list[Any]:
     """Results in order; in ``raise`` mode the first failure (by position) propagates."""
     out: list[Any] = []
@@ -332,22 +339,16 @@ class ForkGroup(_GroupBase[M]):
         """
 
         mode = _check_mode(on_infra_error)
-        if not self.children:
-            return []
-        client = self.children[0].client
-        if all(child.client is client for child in self.children) and has_batch_route(client):
-            # our local node: the whole group in one request (see drive_batched)
-            ops = [
-                child._exec_op(
-                    code,
-                    command=command,
-                    commands=commands,
-                    files=files,
-                    timeout_seconds=timeout_seconds,
-                )
-                for child in self.children
-            ]
-            return _settle(drive_batched(ops, client), mode)
+        batched = _one_request(
+            self.children,
+            code,
+            command=command,
+            commands=commands,
+            files=files,
+            timeout_seconds=timeout_seconds,
+        )
+        if batched is not None:
+            return _settle(drive_batched(batched[1], batched[0]), mode)
 
         def run(_: int, child: M) -> ExecResult:
             return child.exec(
@@ -430,23 +431,17 @@ class AsyncForkGroup(_GroupBase[AM]):
     ) -> list[ExecResult | None]:
         """See :meth:`ForkGroup.exec_each`; ``concurrency`` bounds in-flight execs."""
         mode = _check_mode(on_infra_error)
-        if not self.children:
-            return []
-        client = self.children[0].client
-        if all(child.client is client for child in self.children) and has_batch_route(client):
-            # our local node: the whole group in one request (see adrive_batched)
-            ops = [
-                child._exec_op(
-                    code,
-                    command=command,
-                    commands=commands,
-                    files=files,
-                    timeout_seconds=timeout_seconds,
-                )
-                for child in self.children
-            ]
+        batched = _one_request(
+            self.children,
+            code,
+            command=command,
+            commands=commands,
+            files=files,
+            timeout_seconds=timeout_seconds,
+        )
+        if batched is not None:
             limit = _workers(len(self), concurrency)
-            return _settle(await adrive_batched(ops, client, limit), mode)
+            return _settle(await adrive_batched(batched[1], batched[0], limit), mode)
 
         async def run(_: int, child: AM) -> ExecResult:
             return await child.exec(
