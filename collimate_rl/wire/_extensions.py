@@ -129,14 +129,12 @@ def exec_batch_op(
 
 def _ask(
     client: Any, items: list[dict[str, Any]], failed: Callable[[Exception], Any]
-) -> Op[list[Any] | CollimateNotFoundError]:
+) -> Op[list[Any] | Exception]:
     """One request's answers, or the 404 of a node without the route (now remembered)."""
     try:
         return list((yield ClientCall("exec_batch", (items,))))
-    except CollimateNotFoundError as exc:
+    except Exception as exc:
         if not is_missing_route(exc):
             return [failed(exc)] * len(items)
         forget_batch_route(client)
         return exc
-    except Exception as exc:
-        return [failed(exc)] * len(items)
