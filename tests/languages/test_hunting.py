@@ -31,8 +31,8 @@ def _token() -> str:
 def test_the_hunter_cannot_find_the_expected_outputs(local_client: Any, need: Any) -> None:
     need("c")
     cases = [{"input": "which?\n", "output": _token() + "\n"} for _ in range(2)]
-    spec = IOReward(cases, per_test_timeout=20.0)
-    result = grade(local_client, "c", HUNTER, spec, timeout_seconds=90)
+    spec = IOReward(cases, per_test_timeout=60.0)
+    result = grade(local_client, "c", HUNTER, spec, timeout_seconds=150)
     assert not result.infra_error and result.total == 2
     assert result.reward < 1.0 and result.passed == 0, result.tests
     assert all(t.status == "fail" for t in result.tests), result.tests
@@ -42,10 +42,10 @@ def test_the_hunter_cannot_find_the_expected_outputs(local_client: Any, need: An
 def test_control_the_hunter_finds_a_planted_token(local_client: Any, need: Any) -> None:
     need("c")
     token = _token()
-    spec = IOReward([{"input": "which?\n", "output": token + "\n"}], per_test_timeout=20.0)
+    spec = IOReward([{"input": "which?\n", "output": token + "\n"}], per_test_timeout=60.0)
     with Sandbox("c", client=local_client) as box:
         box.upload_bytes("notes/leak.txt", f"left behind: {token}\n".encode())
         result = grade(
-            local_client, "c", HUNTER, spec, session_id=box.session_id, timeout_seconds=90
+            local_client, "c", HUNTER, spec, session_id=box.session_id, timeout_seconds=150
         )
     assert result.reward == 1.0, (result.tests, result.output_tail[-300:])
