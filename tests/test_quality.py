@@ -45,6 +45,26 @@ def test_mypy_strict() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_python_3_10_is_enough() -> None:
+    """No syntax, module or member newer than 3.10, the oldest Python the README promises.
+
+    mypy checks the package against 3.10 but not the tests; ``vermin`` reads every file
+    (``except*``, ``tomllib``, ``typing.Self``, ``asyncio.timeout`` ...). A use behind a
+    version check carries a ``# novm`` comment.
+    """
+    flags = ["--no-config-file", "--target=3.10-", "--violations", "--no-tips", "-q"]
+    flags.append("--eval-annotations")  # annotations are strings here (__future__)
+    folders = ["collimate_rl", "collimate_envs", "tests", "benchmarks", "notebooks"]
+    proc = subprocess.run(
+        [_tool("vermin"), *flags, *folders],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_import_contracts() -> None:
     """The layer order and the no-circle rule hold ([tool.importlinter] in pyproject.toml)."""
     proc = subprocess.run(

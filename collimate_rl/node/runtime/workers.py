@@ -52,7 +52,7 @@ if sys.version_info >= (3, 11):
 
         In the caller's task: ``asyncio.wait_for`` made a task per worker call.
         """
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout):  # novm (3.11+ only, guarded above)
             return await call
 
 else:  # pragma: no cover - Python 3.10
