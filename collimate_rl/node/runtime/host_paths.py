@@ -13,7 +13,9 @@ __all__ = [
     "SHARED_SITE_DIR",
     "SUPERVISOR",
     "SUPERVISOR_DIR",
+    "layer_args",
     "numpy_dirs",
+    "python_args",
     "python_paths",
     "search_path",
     "site_dirs",
@@ -55,6 +57,41 @@ def site_dirs() -> list[Path]:
         if path.is_dir() and not path.is_relative_to(base) and path not in out:
             out.append(path)
     return out
+
+
+def python_args() -> list[str]:
+    """bwrap arguments that give a container the node's Python.
+
+    Its prefix at its own path (a system one under ``/usr`` is there already), numpy at
+    ``/opt/collimate/site`` and ``python3`` / ``python`` on ``/opt/collimate/bin``.
+    """
+    exe, prefix = python_paths()
+    argv = [] if str(prefix).startswith("/usr/") else ["--ro-bind", str(prefix), str(prefix)]
+    for d in numpy_dirs():
+        argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]
+    argv += ["--dir", "/opt/collimate/bin"]
+    argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
+    argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
+    return argv
+
+
+def layer_args(layers: Sequence[Path], binds: Sequence[Path]) -> tuple[list[str], list[str]]:
+    """bwrap arguments that bind a template's layers and toolchains read-only, and the
+    lower dirs of the overlay over them (the top layer first; the empty dir for none).
+
+    >>> layer_args([Path("/l/base"), Path("/l/top")], [Path("/opt/go")])
+    (['--ro-bind', '/l/base', '/.collimate/l/0', '--ro-bind', '/l/top', '/.collimate/l/1', \
+'--ro-bind', '/opt/go', '/opt/go'], ['/.collimate/l/1', '/.collimate/l/0'])
+    """
+    argv: list[str] = []
+    lowers: list[str] = []
+    for i, layer in enumerate(layers):
+        dest = f"/.collimate/l/{i}"
+        argv += ["--ro-bind", str(layer), dest]
+        lowers.insert(0, dest)
+    for bind in binds:  # a toolchain outside /usr, at its own path
+        argv += ["--ro-bind", str(bind), str(bind)]
+    return argv, lowers or ["/.collimate/empty"]
 
 
 def search_path(python_bin: str, extra: Sequence[str]) -> str:

@@ -36,7 +36,9 @@ from .base import (
 )
 from .host_paths import (
     SUPERVISOR_DIR,
+    layer_args,
     numpy_dirs,
+    python_args,
     python_paths,
     search_path,
     site_dirs,
@@ -394,25 +396,15 @@ class LocalRuntime:
             argv = [self.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=network)]
             if network:
                 argv += ["--share-net"]
-            if not str(prefix).startswith("/usr/"):
-                argv += ["--ro-bind", str(prefix), str(prefix)]
-            for d in numpy_dirs():
-                argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]
-            argv += ["--dir", "/opt/collimate/bin"]
-            argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
-            argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
+            argv += python_args()
             argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/empty"]
             argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
             argv += ["--bind", str(layer_root), "/.collimate/out"]
-            lowers: list[str] = []
-            for i, layer in enumerate(base.layers):
-                dest = f"/.collimate/l/{i}"
-                argv += ["--ro-bind", str(layer), dest]
-                lowers.insert(0, dest)
-            for bind in base.binds:  # the base's toolchain (a bake over a language template)
-                argv += ["--ro-bind", str(bind), str(bind)]
+            # the base's layers and toolchain (a bake over a language template)
+            layers, lowers = layer_args(base.layers, base.binds)
+            argv += layers
             cfg = {
-                "lowers": lowers or ["/.collimate/empty"],
+                "lowers": lowers,
                 "commands": list(setup_commands),
                 "network": network,
                 "env": {

@@ -25,7 +25,9 @@ from .host_paths import (
     SHARED_SITE_DIR,
     SUPERVISOR,
     SUPERVISOR_DIR,
+    layer_args,
     numpy_dirs,
+    python_args,
     python_paths,
     search_path,
     supervisor_argv,
@@ -276,32 +278,19 @@ class TemplateHost:
         """The bwrap command line, and the master's config (it reads it on stdin)."""
         rt = self.runtime
         assert rt.bwrap_path is not None
-        exe, prefix = python_paths()
+        exe, _ = python_paths()
         argv = [rt.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=False, tls_roots=True)]
-        if not str(prefix).startswith("/usr/"):
-            argv += ["--ro-bind", str(prefix), str(prefix)]
-        for d in numpy_dirs():
-            argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]
+        argv += python_args()
         shared = [f"{SHARED_SITE_DIR}/{i}" for i in range(len(rt.site_dirs))]
         for src, dest in zip(rt.site_dirs, shared, strict=True):
             argv += ["--ro-bind", str(src), dest]
-        argv += ["--dir", "/opt/collimate/bin"]
-        argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
-        argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
         argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/s", "--dir", "/.collimate/empty"]
         argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
         if rt.zygote_loop is not None:  # (a folder: the launch re-exposes folders, not files)
             argv += ["--ro-bind", str(rt.zygote_loop.parent), ZYGOTE_LOOP_DIR]
         argv += ["--bind", str(self.sock_dir), "/.collimate/socks"]
-        lowers: list[str] = []
-        for i, layer in enumerate(self.spec.layers):
-            dest = f"/.collimate/l/{i}"
-            argv += ["--ro-bind", str(layer), dest]
-            lowers.insert(0, dest)
-        if not lowers:
-            lowers = ["/.collimate/empty"]
-        for bind in self.spec.binds:  # a toolchain outside /usr, at its own path
-            argv += ["--ro-bind", str(bind), str(bind)]
+        layers, lowers = layer_args(self.spec.layers, self.spec.binds)
+        argv += layers
         argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", "/", "--clearenv"]
         argv += ["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
