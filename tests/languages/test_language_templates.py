@@ -129,3 +129,49 @@ def _environ(pid: int) -> dict[str, str] | None:
         return None
     pairs = (item.decode(errors="replace").partition("=") for item in data.split(b"\0") if item)
     return {key: value for key, _, value in pairs}
+
+
+def test_the_go_warm_up_is_the_standard_library_compiled_and_world_readable(
+    tmp_path: Path,
+) -> None:
+    """Built once (before the template starts), then offered as ``GOCACHE``."""
+    import asyncio
+
+    from collimate_rl.node.runtime.toolcache import warm_up
+
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no go here")
+    first = warm_up("go", {"go": go}, root=tmp_path)
+    assert first is not None and first.before_start and first.build is not None
+    assert first.env == ()  # nothing to point at yet: a session keeps a cache of its own
+    asyncio.run(first.build())
+    ready = warm_up("go", {"go": go}, root=tmp_path)
+    assert ready is not None and ready.build is None
+    ((name, cache),) = ready.env
+    assert name == "GOCACHE" and Path(cache).is_dir() and any(Path(cache).rglob("*-a"))
+    assert ready.binds == (Path(cache).parent,)
+    modes = {p.stat().st_mode & 0o777 for p in Path(cache).rglob("*")}
+    assert modes <= {0o755, 0o644}, modes  # the sandbox uid reads every entry
+    assert not [p for p in Path(cache).parent.iterdir() if p.name.startswith(".work-")]
+
+
+def test_go_sessions_share_a_build_cache_none_of_them_can_write(
+    local_client: Any, need: Any
+) -> None:
+    """The warm cache is read-only in every session: no session leaves anything in it for
+    another; builds still work (including a package compiled afresh, not cached)."""
+    need("go")
+    script = (
+        'go env GOCACHE; touch "$(go env GOCACHE)/left-behind" 2>/dev/null && echo WROTE; '
+        'cd /tmp && printf \'package main\\nimport ("fmt"; "regexp")\\n'
+        'func main() { fmt.Println(regexp.MustCompile("b+").FindString("abbc")) }\\n'
+        "' > m.go && go build -o m m.go && ./m"
+    )
+    outputs = [local_client.exec_once("go", command=script, timeout_seconds=120) for _ in range(2)]
+    for result in outputs:
+        assert result.exit_code == 0, result.stderr
+        cache, answer = result.stdout.split()
+        assert cache.endswith("/cache") and answer == "bb", result.stdout
+    assert outputs[0].stdout == outputs[1].stdout  # one cache for every session
+    assert not Path(outputs[0].stdout.split()[0], "left-behind").exists()

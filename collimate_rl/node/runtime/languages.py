@@ -254,13 +254,16 @@ class LanguageTemplates:
             offer = self.detected.available[resolved]
             try:
                 spec, warm = await asyncio.to_thread(_with_warm_up, offer, limits)
+                if warm is not None and warm.build is not None and warm.before_start:
+                    await warm.build()  # (once per machine; see toolcache)
+                    spec, warm = await asyncio.to_thread(_with_warm_up, offer, limits)
             except RuntimeError as exc:
                 self.detected.available.pop(resolved, None)
                 self.detected.unavailable[resolved] = f"toolchain broken: {exc}"
                 raise RuntimeError_(f"template {resolved!r}: {exc}") from exc
             await add_template(spec)
             self._started.add(resolved)
-            if warm is not None and warm.build is not None:
+            if warm is not None and warm.build is not None and not warm.before_start:
                 task: asyncio.Task[None] = asyncio.create_task(
                     warm.build(), name=f"warm-up-{resolved}"
                 )
