@@ -17,6 +17,7 @@ __all__ = [
     "numpy_dirs",
     "python_args",
     "python_paths",
+    "python_sources",
     "search_path",
     "site_dirs",
     "supervisor_argv",
@@ -73,6 +74,12 @@ def python_args() -> list[str]:
     argv += ["--symlink", str(exe), "/opt/collimate/bin/python3"]
     argv += ["--symlink", str(exe), "/opt/collimate/bin/python"]
     return argv
+
+
+def python_sources() -> list[Path]:
+    """The host paths :func:`python_args` binds (the launcher must let the sandbox uid reach
+    them: :func:`~collimate_rl.node.runtime.bwrap.launch_preexec`)."""
+    return [python_paths()[1], *numpy_dirs()]
 
 
 def layer_args(layers: Sequence[Path], binds: Sequence[Path]) -> tuple[list[str], list[str]]:

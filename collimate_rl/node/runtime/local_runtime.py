@@ -37,9 +37,9 @@ from .base import (
 from .host_paths import (
     SUPERVISOR_DIR,
     layer_args,
-    numpy_dirs,
     python_args,
     python_paths,
+    python_sources,
     search_path,
     site_dirs,
     supervisor_argv,
@@ -390,7 +390,7 @@ class LocalRuntime:
         network: bool,
     ) -> tuple[int, bytes]:
         assert self.bwrap_path is not None
-        exe, prefix = python_paths()
+        exe, _ = python_paths()
         fds = bw.FdSet()
         try:
             argv = [self.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=network)]
@@ -431,8 +431,7 @@ class LocalRuntime:
                 preexec_fn=bw.launch_preexec(
                     self.sandbox_uid,
                     [
-                        prefix,
-                        *numpy_dirs(),
+                        *python_sources(),
                         SUPERVISOR_DIR,
                         layer_root,
                         *base.layers,

@@ -29,6 +29,7 @@ from .host_paths import (
     numpy_dirs,
     python_args,
     python_paths,
+    python_sources,
     search_path,
     supervisor_argv,
 )
@@ -264,8 +265,7 @@ class TemplateHost:
     def _exposed(self) -> list[Path]:
         """Host paths bwrap binds (see :func:`bwrap.launch_preexec`)."""
         return [
-            python_paths()[1],
-            *numpy_dirs(),
+            *python_sources(),
             SUPERVISOR_DIR,
             *([self.runtime.zygote_loop.parent] if self.runtime.zygote_loop is not None else []),
             self.sock_dir,
