@@ -348,7 +348,8 @@ class ForkGroup(_GroupBase[M]):
             timeout_seconds=timeout_seconds,
         )
         if batched is not None:
-            return _settle(drive_batched(batched[1], batched[0]), mode)
+            client, ops = batched
+            return _settle(drive_batched(ops, client), mode)
 
         def run(_: int, child: M) -> ExecResult:
             return child.exec(
@@ -440,8 +441,9 @@ class AsyncForkGroup(_GroupBase[AM]):
             timeout_seconds=timeout_seconds,
         )
         if batched is not None:
+            client, ops = batched
             limit = _workers(len(self), concurrency)
-            return _settle(await adrive_batched(batched[1], batched[0], limit), mode)
+            return _settle(await adrive_batched(ops, client, limit), mode)
 
         async def run(_: int, child: AM) -> ExecResult:
             return await child.exec(
