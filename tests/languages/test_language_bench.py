@@ -28,6 +28,7 @@ def test_language_rows_beside_python(local_client: Any, need: Any) -> None:
 def test_warm_ups_with_and_without(local_client: Any, need: Any) -> None:
     need("cpp")
     need("java")
+    need("go")
     section = warm_up_section(local_client, 1, lambda _: None)
-    assert [row["language"] for row in section.data] == ["cpp", "java"]
+    assert [row["language"] for row in section.data] == ["cpp", "java", "go"]
     assert all(row["p50_ms_with"] > 0 and row["p50_ms_without"] > 0 for row in section.data)
