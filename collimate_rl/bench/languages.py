@@ -44,8 +44,7 @@ _GO_COLD_CACHE = "/tmp/.cache/go-build"
 _READY = {
     "go": 'test -d "$GOCACHE"',
     "cpp": 'test -r "$CPLUS_INCLUDE_PATH/bits/stdc++.h.gch"',
-    "java": "a=$(sed -n 's/.*SharedArchiveFile=\\([^ ]*\\).*/\\1/p' \"$(command -v javac)\" | head -n 1)"
-    ' && test -r "$a"',
+    "java": 'j=$(command -v javac) && test -r "${j%/*}/../javac.jsa"',  # (toolcache's wrapper)
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,44 @@ def test_closing_the_runtime_stops_a_warm_up_midway(
     leftovers = [p.name for p in cache.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == [] and not list(cache.rglob("*.gch"))
     assert not list(cache.rglob(".scratch-*"))  # the compiler's temporary files went with it
+
+
+def test_warm_ups_in_a_cache_under_tmp_reach_the_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache folder the sessions' own ``/tmp`` would hide (``COLLIMATE_CACHE_DIR`` or
+    ``HOME`` under ``/tmp``) is shown at another path; the template's environment and the
+    javac wrapper follow it (before, each warm-up silently did nothing there)."""
+    import time
+
+    from collimate_rl.node import LocalNode
+
+    for tool in ("g++", "javac"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"no {tool} here")
+    cache = Path(tempfile.mkdtemp(dir="/tmp", prefix="collimate-cache-"))  # (tmp_path may not be)
+    monkeypatch.setenv("COLLIMATE_CACHE_DIR", str(cache))
+    probe = {
+        "cpp": 'ls "$CPLUS_INCLUDE_PATH/bits"',
+        "java": 'j=$(command -v javac); test -r "${j%/*}/../javac.jsa" && echo javac.jsa; '
+        "javac -J-Xshare:on -version 2>&1 | cut -d' ' -f1",
+    }
+    try:
+        with LocalNode() as node:
+            client = node.client()
+            for template in probe:
+                client.exec_once(template, command="true", timeout_seconds=60)  # starts it
+            deadline = time.monotonic() + 240
+            while not (list(cache.rglob("stdc++.h.gch")) and list(cache.rglob("javac.jsa"))):
+                assert time.monotonic() < deadline, "the warm-ups were not built in time"
+                time.sleep(0.5)
+            for template, command in probe.items():
+                result = client.exec_once(template, command=command, timeout_seconds=60)
+                assert result.exit_code == 0, result.stderr
+                shown = {"cpp": ["stdc++.h.gch"], "java": ["javac.jsa", "javac"]}[template]
+                assert result.stdout.split() == shown, (template, result.stdout)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def _environ(pid: int) -> dict[str, str] | None:

@@ -98,7 +98,10 @@ class TemplateSpec:
             loopback (``bwrap`` driver; the node applies each session's
             policy, see docs/egress.md).
         binds: host paths shown read-only at the same path inside (a
-            toolchain outside ``/usr``, e.g. a Rust sysroot under ``/root``).
+            toolchain outside ``/usr``, e.g. a Rust sysroot under ``/root``), or,
+            when a session's own ``/tmp`` (``/dev``, ``/proc``, ``/sandbox``) would
+            hide them there, at ``/opt/collimate/host/<path>``; ``path`` and
+            ``env`` entries inside them follow (``host_paths.bind_target``).
         path: directories put on ``PATH``, after the node's Python.
         limits: this template's exec limits (``None``: the runtime's).
     """

@@ -10,10 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
+    "MOVED_BINDS_DIR",
     "SHARED_SITE_DIR",
     "SUPERVISOR",
     "SUPERVISOR_DIR",
+    "bind_target",
     "layer_args",
+    "moved",
     "numpy_dirs",
     "python_args",
     "python_paths",
@@ -82,6 +85,42 @@ def python_sources() -> list[Path]:
     return [python_paths()[1], *numpy_dirs()]
 
 
+#: Folders every session mounts its own over (``_sandbox/members.py``): a host folder
+#: under one of them, bound at its own path, would be hidden in the session.
+_SESSION_MOUNTS = (Path("/tmp"), Path("/dev"), Path("/proc"), Path("/sandbox"))
+#: Where a template's bind under one of those is shown instead (this + its own path).
+MOVED_BINDS_DIR = "/opt/collimate/host"
+
+
+def bind_target(bind: Path) -> str:
+    """Where a template's sessions see a host folder it binds (a toolchain, a warm-up):
+    at its own path, unless the session's own mounts would hide it there.
+
+    >>> bind_target(Path("/opt/go")), bind_target(Path("/tmp/cache/go"))
+    ('/opt/go', '/opt/collimate/host/tmp/cache/go')
+    """
+    if any(bind == root or bind.is_relative_to(root) for root in _SESSION_MOUNTS):
+        return MOVED_BINDS_DIR + str(bind)
+    return str(bind)
+
+
+def moved(value: str, binds: Sequence[Path]) -> str:
+    """A path, or a ``:``-separated list of them, as the sessions see it: an entry inside
+    a bind that :func:`bind_target` moves moves with it (a ``PATH`` entry, ``GOCACHE``).
+
+    >>> moved("/tmp/go/bin:/usr/bin", [Path("/tmp/go")])
+    '/opt/collimate/host/tmp/go/bin:/usr/bin'
+    """
+
+    def entry(path: str) -> str:
+        for bind in binds:
+            if path == str(bind) or path.startswith(f"{bind}/"):
+                return bind_target(bind) + path[len(str(bind)) :]
+        return path
+
+    return ":".join(entry(path) for path in value.split(":"))
+
+
 def layer_args(layers: Sequence[Path], binds: Sequence[Path]) -> tuple[list[str], list[str]]:
     """bwrap arguments that bind a template's layers and toolchains read-only, and the
     lower dirs of the overlay over them (the top layer first; the empty dir for none).
@@ -96,17 +135,19 @@ def layer_args(layers: Sequence[Path], binds: Sequence[Path]) -> tuple[list[str]
         dest = f"/.collimate/l/{i}"
         argv += ["--ro-bind", str(layer), dest]
         lowers.insert(0, dest)
-    for bind in binds:  # a toolchain outside /usr, at its own path
-        argv += ["--ro-bind", str(bind), str(bind)]
+    for bind in binds:  # a toolchain outside /usr, at its own path where sessions see it
+        argv += ["--ro-bind", str(bind), bind_target(bind)]
     return argv, lowers or ["/.collimate/empty"]
 
 
-def search_path(python_bin: str, extra: Sequence[str]) -> str:
-    """A sandbox's PATH: the node's Python first, then the template's toolchains.
+def search_path(python_bin: str, extra: Sequence[str], binds: Sequence[Path] = ()) -> str:
+    """A sandbox's PATH: the node's Python first, then the template's toolchains (where
+    the sessions see them, given the template's ``binds``).
 
     >>> search_path("/opt/collimate/bin", ["/opt/go/bin"])
     '/opt/collimate/bin:/opt/go/bin:/usr/local/bin:/usr/bin:/bin'
     """
+    extra = [moved(entry, binds) for entry in extra]
     return ":".join([python_bin, *extra, "/usr/local/bin", "/usr/bin", "/bin"])
 
 

@@ -37,6 +37,7 @@ from .base import (
 from .host_paths import (
     SUPERVISOR_DIR,
     layer_args,
+    moved,
     python_args,
     python_paths,
     python_sources,
@@ -408,7 +409,7 @@ class LocalRuntime:
                 "commands": list(setup_commands),
                 "network": network,
                 "env": {
-                    "PATH": search_path("/opt/collimate/bin", base.path),
+                    "PATH": search_path("/opt/collimate/bin", base.path, base.binds),
                     "HOME": "/sandbox",
                     "TMPDIR": "/tmp",
                     "LANG": "C.UTF-8",
@@ -416,7 +417,7 @@ class LocalRuntime:
                     "PYTHONUSERBASE": "/sandbox/.local",
                     "PIP_NO_CACHE_DIR": "1",
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                    **dict(base.env),
+                    **{k: moved(v, base.binds) for k, v in base.env},
                 },
             }
             argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]

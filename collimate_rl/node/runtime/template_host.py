@@ -26,6 +26,7 @@ from .host_paths import (
     SUPERVISOR,
     SUPERVISOR_DIR,
     layer_args,
+    moved,
     numpy_dirs,
     python_args,
     python_paths,
@@ -238,9 +239,11 @@ class TemplateHost:
         *,
         layers: list[str],
         base_env: dict[str, str],
+        env: Sequence[tuple[str, str]],
         sys_path: list[str],
         none_root: str | None,
     ) -> str:
+        """The master's config; ``env``: the template's own, as its sessions see it."""
         spec = self.spec
         cfg: dict[str, Any] = {
             "isolated": self.runtime.isolation is Isolation.BWRAP,
@@ -248,7 +251,7 @@ class TemplateHost:
             "interpreter": spec.interpreter,
             "preload": list(DEFAULT_PRELOAD)
             + [m for m in spec.preload if m not in DEFAULT_PRELOAD],
-            "env": [list(kv) for kv in spec.env],
+            "env": [list(kv) for kv in env],
             "limits": _limits_dict(self.spec.limits or self.runtime.limits),
             "layers": layers,
             "base_env": base_env,
@@ -297,7 +300,7 @@ class TemplateHost:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             argv += ["--setenv", var, "1"]  # a preloaded numpy must not start threads
         base_env = {
-            "PATH": search_path("/opt/collimate/bin", self.spec.path),
+            "PATH": search_path("/opt/collimate/bin", self.spec.path, self.spec.binds),
             "HOME": "/sandbox",
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
@@ -313,6 +316,7 @@ class TemplateHost:
         cfg = self._config(
             layers=lowers,
             base_env=base_env,
+            env=[(k, moved(v, self.spec.binds)) for k, v in self.spec.env],
             sys_path=["/opt/collimate/site", *shared],
             none_root=None,
         )
@@ -341,7 +345,11 @@ class TemplateHost:
             base_env["PYTHONPATH"] = site[0]
         layers = [str(Path(p).resolve()) for p in reversed(self.spec.layers)]
         cfg = self._config(
-            layers=layers, base_env=base_env, sys_path=site, none_root=str(none_root)
+            layers=layers,
+            base_env=base_env,
+            env=self.spec.env,
+            sys_path=site,
+            none_root=str(none_root),
         )
         argv = [str(exe), "-I", "-S", "-B", str(SUPERVISOR), "master", str(self.sock_dir), "-"]
         return argv, cfg

@@ -211,13 +211,16 @@ def _java(javac: str, root: Path) -> WarmUp | None:
     archive = folder / "javac.jsa"
     bin_dir = readable_folder(root, "java", key, "bin")
     wrapper = bin_dir / "javac"
-    if not wrapper.exists():
-        use = shlex.join([real, f"-J-XX:SharedArchiveFile={archive}", "-J-Xlog:cds=off"])
-        text = (
-            "#!/bin/sh\n# javac with a class-data-sharing archive of its classes (collimate-rl)\n"
-            f'if [ -r {shlex.quote(str(archive))} ]; then exec {use} -J-Xlog:cds+dynamic=off "$@"; fi\n'
-            f'exec {shlex.quote(real)} "$@"\n'
-        )
+    # The archive is found next to the wrapper's own folder: a session may see this
+    # folder at another path than the host (``host_paths.bind_target``).
+    text = (
+        "#!/bin/sh\n# javac with a class-data-sharing archive of its classes (collimate-rl)\n"
+        f'archive="${{0%/*}}/../{archive.name}"\n'
+        f'if [ -r "$archive" ]; then exec {shlex.quote(real)} -J-XX:SharedArchiveFile="$archive" '
+        '-J-Xlog:cds=off -J-Xlog:cds+dynamic=off "$@"; fi\n'
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    if not wrapper.exists() or wrapper.read_text() != text:  # (an older node's wrapper too)
         tmp = wrapper.with_name(f".javac.{os.getpid()}")
         tmp.write_text(text)
         tmp.chmod(0o755)
