@@ -17,8 +17,10 @@
   nothing but that entry. Only the whole standard library will do: with a read-only cache,
   a package missing from it fails to load ("package regexp is not in std"). Unlike the
   others this one is built before the template starts (once per machine and toolchain,
-  ~1 min here), since without it every Go grade would be that slow; a node that finds
-  another node building it starts without it (each session keeps a cache of its own).
+  ~1 min here), since without it every Go grade would be that slow: a node that finds
+  another node building it waits for that build, and a build that fails makes the Go
+  template unavailable, with the go command's message, rather than a template whose
+  grades all run out of time.
 
 Entries live in ``COLLIMATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/collimate-rl``, else
 ``~/.cache/collimate-rl``, keyed by the compiler's version and the flags. The first node
@@ -63,6 +65,8 @@ __all__ = [
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
+#: How often a required warm-up another node is building is looked for (seconds).
+_LOCK_POLL = 0.5
 #: The PCH is looked up under this name in each include directory.
 _PCH_HEADER = "bits/stdc++.h"
 # the flags GCC checks when it considers a PCH (the others do not matter to it)
@@ -271,6 +275,7 @@ def _go(go: str, root: Path) -> WarmUp:
                 lambda tmp: ["env", f"GOCACHE={tmp}", real, "build", "std"],
                 cwd=work,
                 env={**_GO_ENV, "HOME": work, "GOPATH": str(Path(work, "gopath"))},
+                required=True,
             )
 
     if cache.is_dir():
@@ -288,15 +293,26 @@ async def _build_locked(
     *,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
+    required: bool = False,
 ) -> None:
     """Run ``command(tmp)`` at low priority, then rename ``tmp`` (a file or a folder, made
-    world-readable) to ``target``; once per machine."""
+    world-readable) to ``target``; once per machine.
+
+    ``required``: the template cannot work without it, so a build another node runs is
+    waited for (a node that died midway lets go of the lock: this one builds it then),
+    and a failed build raises ``RuntimeError`` with the tool's message (else it is logged
+    and the template goes on without the warm-up).
+    """
     lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # another node builds it
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not required:
+                    return  # another node builds it
+                await asyncio.sleep(_LOCK_POLL)  # (cancellable, unlike a blocking flock)
         if not await asyncio.to_thread(_make_room, target):
             return  # built meanwhile
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -328,8 +344,11 @@ async def _build_locked(
                 _remove(tmp)
                 raise
         if proc.returncode != 0 or not tmp.exists():
-            log.info("warm-up %s failed: %s", target, err.decode(errors="replace")[-500:])
+            why = err.decode(errors="replace").strip()[-500:] or f"exit status {proc.returncode}"
             _remove(tmp)
+            if required:
+                raise RuntimeError(f"its warm-up failed: `{shlex.join(argv[3:])}`: {why}")
+            log.info("warm-up %s failed: %s", target, why)
             return
         await asyncio.to_thread(_share, tmp)
         os.replace(tmp, target)

@@ -1,0 +1,129 @@
+"""Warm-up builds shared by the nodes of one machine: who waits for whom, and what a failed
+build means (host side, no sandbox: real processes, real locks)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from collimate_rl.node.runtime.base import Limits, RuntimeError_
+from collimate_rl.node.runtime.languages import LanguageTemplates
+from collimate_rl.node.runtime.toolcache import _build_locked
+
+
+def _writes(marker: Path) -> list[str]:
+    """A build command that writes ``tmp`` and notes that it ran."""
+    return ["sh", "-c", f'echo built > "$1" && echo ran >> {marker}', "sh"]
+
+
+class OtherNode:
+    """Holds the build lock of ``folder``, as another node's build does."""
+
+    def __init__(self, folder: Path) -> None:
+        self.fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def done(self) -> None:
+        os.close(self.fd)  # (as when its process ends, however it ends)
+
+
+async def _still_waiting(task: asyncio.Task[None]) -> bool:
+    await asyncio.sleep(1.2)  # more than two looks at the lock
+    return not task.done()
+
+
+def test_a_required_warm_up_another_node_builds_is_waited_for(tmp_path: Path) -> None:
+    target, marker = tmp_path / "cache", tmp_path / "ran"
+
+    async def run() -> None:
+        other = OtherNode(tmp_path)
+        build = asyncio.create_task(
+            _build_locked(tmp_path, target, lambda tmp: [*_writes(marker), tmp], required=True)
+        )
+        assert await _still_waiting(build)
+        target.write_text("built by the other node")
+        other.done()
+        await asyncio.wait_for(build, 10)
+
+    asyncio.run(run())
+    assert target.read_text() == "built by the other node" and not marker.exists()
+
+
+def test_a_required_warm_up_whose_builder_died_is_built_here(tmp_path: Path) -> None:
+    target, marker = tmp_path / "cache", tmp_path / "ran"
+
+    async def run() -> None:
+        other = OtherNode(tmp_path)
+        build = asyncio.create_task(
+            _build_locked(tmp_path, target, lambda tmp: [*_writes(marker), tmp], required=True)
+        )
+        assert await _still_waiting(build)
+        other.done()  # it left nothing behind
+        await asyncio.wait_for(build, 30)
+
+    asyncio.run(run())
+    assert target.read_text() == "built\n" and marker.read_text() == "ran\n"
+
+
+def test_an_optional_warm_up_another_node_builds_is_left_to_it(tmp_path: Path) -> None:
+    target, marker = tmp_path / "cache", tmp_path / "ran"
+    other = OtherNode(tmp_path)
+    try:
+        asyncio.run(
+            asyncio.wait_for(
+                _build_locked(tmp_path, target, lambda tmp: [*_writes(marker), tmp]), 5
+            )
+        )
+    finally:
+        other.done()
+    assert not target.exists() and not marker.exists()
+
+
+def test_a_failed_required_warm_up_says_why(tmp_path: Path) -> None:
+    def fails(tmp: str) -> list[str]:
+        return ["sh", "-c", "echo 'no space left on device' >&2; exit 3"]
+
+    with pytest.raises(RuntimeError, match="no space left on device"):
+        asyncio.run(_build_locked(tmp_path, tmp_path / "cache", fails, required=True))
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]  # nothing half-built left
+
+
+FAKE_GO = """#!/bin/sh
+# a Go toolchain whose standard library does not compile
+case "$1 $2" in
+  "env GOROOT") echo /usr/lib/go-fake ;;
+  env*) printf 'go1.99\\n/usr/lib/go-fake\\nlinux\\namd64\\nv1\\n0\\n' ;;
+  build*) echo "go: writing the build cache: no space left on device" >&2; exit 1 ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def test_a_go_that_cannot_compile_its_standard_library_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the compiled standard library every Go grade would run out of time (reward
+    0.0 for a correct program): the template is not offered, and says why, instead."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "go").write_text(FAKE_GO)
+    (bin_dir / "go").chmod(0o755)
+    monkeypatch.setenv("COLLIMATE_TOOLCHAIN_PATH", str(bin_dir))
+    monkeypatch.setenv("COLLIMATE_CACHE_DIR", str(tmp_path / "cache"))
+    templates = LanguageTemplates("go")
+    templates.detect()
+    assert "go" in templates.ids()
+    added = []
+
+    async def add_template(spec: object) -> None:
+        added.append(spec)
+
+    with pytest.raises(RuntimeError_, match="no space left on device"):
+        asyncio.run(templates.start("go", Limits(), add_template))
+    assert added == [] and "go" not in templates.ids()
+    assert "build std" in templates.unavailable()["go"]
+    assert "no space left on device" in templates.unavailable()["go"]
