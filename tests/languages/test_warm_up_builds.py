@@ -31,41 +31,30 @@ class OtherNode:
         os.close(self.fd)  # (as when its process ends, however it ends)
 
 
-async def _still_waiting(task: asyncio.Task[None]) -> bool:
+async def _required_build_beside(folder: Path, marker: Path, other_finishes: Path | None) -> None:
+    """A required build of ``folder/cache`` while another node holds the lock; that node
+    then finishes (having written ``other_finishes``, if given) and lets go of it."""
+    other = OtherNode(folder)
+    build = asyncio.create_task(
+        _build_locked(folder, folder / "cache", lambda tmp: [*_writes(marker), tmp], required=True)
+    )
     await asyncio.sleep(1.2)  # more than two looks at the lock
-    return not task.done()
+    assert not build.done(), "it waits for the other node"
+    if other_finishes is not None:
+        await asyncio.to_thread(other_finishes.write_text, "built by the other node")
+    other.done()
+    await asyncio.wait_for(build, 30)
 
 
 def test_a_required_warm_up_another_node_builds_is_waited_for(tmp_path: Path) -> None:
     target, marker = tmp_path / "cache", tmp_path / "ran"
-
-    async def run() -> None:
-        other = OtherNode(tmp_path)
-        build = asyncio.create_task(
-            _build_locked(tmp_path, target, lambda tmp: [*_writes(marker), tmp], required=True)
-        )
-        assert await _still_waiting(build)
-        target.write_text("built by the other node")
-        other.done()
-        await asyncio.wait_for(build, 10)
-
-    asyncio.run(run())
+    asyncio.run(_required_build_beside(tmp_path, marker, other_finishes=target))
     assert target.read_text() == "built by the other node" and not marker.exists()
 
 
 def test_a_required_warm_up_whose_builder_died_is_built_here(tmp_path: Path) -> None:
     target, marker = tmp_path / "cache", tmp_path / "ran"
-
-    async def run() -> None:
-        other = OtherNode(tmp_path)
-        build = asyncio.create_task(
-            _build_locked(tmp_path, target, lambda tmp: [*_writes(marker), tmp], required=True)
-        )
-        assert await _still_waiting(build)
-        other.done()  # it left nothing behind
-        await asyncio.wait_for(build, 30)
-
-    asyncio.run(run())
+    asyncio.run(_required_build_beside(tmp_path, marker, other_finishes=None))  # left nothing
     assert target.read_text() == "built\n" and marker.read_text() == "ran\n"
 
 
