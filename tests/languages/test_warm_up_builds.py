@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collimate_rl.node.runtime.base import Limits, RuntimeError_
+from collimate_rl.node.runtime.base import Limits, RuntimeError_, TemplateSpec
 from collimate_rl.node.runtime.languages import LanguageTemplates
 from collimate_rl.node.runtime.toolcache import _build_locked
 
@@ -92,23 +92,68 @@ esac
 """
 
 
-def test_a_go_that_cannot_compile_its_standard_library_is_unavailable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without the compiled standard library every Go grade would run out of time (reward
-    0.0 for a correct program): the template is not offered, and says why, instead."""
+SLOW_GO = """#!/bin/sh
+# a Go toolchain whose standard library takes a while to compile
+case "$1 $2" in
+  "env GOROOT") echo /usr/lib/go-fake ;;
+  env*) printf 'go1.99\\n/usr/lib/go-fake\\nlinux\\namd64\\nv1\\n0\\n' ;;
+  build*) echo started >> BUILDS; sleep 2; mkdir -p "$GOCACHE" && echo x > "$GOCACHE/a" ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def _fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> LanguageTemplates:
+    """The Go language template of a node whose only toolchain is ``script``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "go").write_text(FAKE_GO)
+    (bin_dir / "go").write_text(script)
     (bin_dir / "go").chmod(0o755)
     monkeypatch.setenv("COLLIMATE_TOOLCHAIN_PATH", str(bin_dir))
     monkeypatch.setenv("COLLIMATE_CACHE_DIR", str(tmp_path / "cache"))
     templates = LanguageTemplates("go")
     templates.detect()
     assert "go" in templates.ids()
+    return templates
+
+
+def test_a_request_that_stops_waiting_leaves_the_go_warm_up_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first Go session waits for the standard library's build (~1 min, longer on a
+    busy machine). A request that gives up first (its client timed out) must not take the
+    build down with it: else every retry would start it over, and none would finish."""
+    builds = tmp_path / "builds"
+    templates = _fake_go(tmp_path, monkeypatch, SLOW_GO.replace("BUILDS", str(builds)))
+    added: list[TemplateSpec] = []
+
+    async def add_template(spec: TemplateSpec) -> None:
+        added.append(spec)
+
+    async def run() -> None:
+        first = asyncio.create_task(templates.start("go", Limits(), add_template))
+        await asyncio.sleep(1.0)
+        first.cancel()  # the first request gives up
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert await templates.start("go", Limits(), add_template) == "go"  # the next waits
+        await templates.close()
+
+    asyncio.run(run())
+    assert builds.read_text() == "started\n"  # one build, never started over
+    (spec,) = added
+    assert dict(spec.env)["GOCACHE"].endswith("/cache")
+
+
+def test_a_go_that_cannot_compile_its_standard_library_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the compiled standard library every Go grade would run out of time (reward
+    0.0 for a correct program): the template is not offered, and says why, instead."""
+    templates = _fake_go(tmp_path, monkeypatch, FAKE_GO)
     added = []
 
-    async def add_template(spec: object) -> None:
+    async def add_template(spec: TemplateSpec) -> None:
         added.append(spec)
 
     with pytest.raises(RuntimeError_, match="no space left on device"):

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 
 from collimate_rl._languages import LANGUAGES
@@ -41,6 +42,8 @@ __all__ = [
     "detect_languages",
     "toolchain_path",
 ]
+
+log = logging.getLogger("collimate_rl.node.runtime")
 
 #: Template id -> the grading language it runs (Python's template is the built-in one).
 LANGUAGE_TEMPLATES = {name: name for name in LANGUAGES if name != "python"}
@@ -214,6 +217,7 @@ class LanguageTemplates:
         self._started: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._required: dict[str, asyncio.Task[None]] = {}  # builds a template waits for
 
     def detect(self) -> None:
         """Look the toolchains up (at runtime start)."""
@@ -255,7 +259,9 @@ class LanguageTemplates:
             try:
                 spec, warm = await asyncio.to_thread(_with_warm_up, offer, limits)
                 if warm is not None and warm.build is not None and warm.before_start:
-                    await warm.build()  # (once per machine; see toolcache)
+                    # (once per machine, ~1 min for Go's; see toolcache) shielded: a request
+                    # that gives up waiting must not cancel it, or no later one would finish
+                    await asyncio.shield(self._required_build(resolved, warm.build))
                     spec, warm = await asyncio.to_thread(_with_warm_up, offer, limits)
             except RuntimeError as exc:
                 self.detected.available.pop(resolved, None)
@@ -264,12 +270,26 @@ class LanguageTemplates:
             await add_template(spec)
             self._started.add(resolved)
             if warm is not None and warm.build is not None and not warm.before_start:
-                task: asyncio.Task[None] = asyncio.create_task(
-                    warm.build(), name=f"warm-up-{resolved}"
-                )
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._background(warm.build(), resolved)
         return resolved
+
+    def _required_build(
+        self, template_id: str, build: Callable[[], Coroutine[None, None, None]]
+    ) -> asyncio.Task[None]:
+        """The build ``template_id`` waits for: one task, whoever waits for it and for how long."""
+        task = self._required.get(template_id)
+        if task is None:
+            task = self._required[template_id] = self._background(build(), template_id)
+        return task
+
+    def _background(
+        self, build: Coroutine[None, None, None], template_id: str
+    ) -> asyncio.Task[None]:
+        task = asyncio.create_task(build, name=f"warm-up-{template_id}")
+        self._tasks.add(task)
+        task.add_done_callback(_settled)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def close(self) -> None:
         """Stop warm-ups still building (their processes are killed, temporaries removed)."""
@@ -277,6 +297,12 @@ class LanguageTemplates:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _settled(task: asyncio.Task[None]) -> None:
+    """A warm-up ended; a failure nobody waited for is logged (a waiting start raises it)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.info("%s failed: %s", task.get_name(), task.exception())
 
 
 def _choice(only: Iterable[str] | str | None) -> set[str] | None:
