@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._reach import UnreachablePath
+
 __all__ = [
     "MOVED_BINDS_DIR",
     "SHARED_SITE_DIR",
@@ -68,8 +70,19 @@ def python_args() -> list[str]:
 
     Its prefix at its own path (a system one under ``/usr`` is there already), numpy at
     ``/opt/collimate/site`` and ``python3`` / ``python`` on ``/opt/collimate/bin``.
+
+    Raises:
+        UnreachablePath: the prefix lies where every session mounts its own folder (under
+            ``/tmp``, say): it cannot be moved as a toolchain is (an interpreter may find
+            its library by an absolute path), and a session would not see it.
     """
     exe, prefix = python_paths()
+    if bind_target(prefix) != str(prefix):
+        raise UnreachablePath(
+            f"the node's Python ({prefix}) is installed where every sandbox mounts a folder "
+            "of its own, so no sandbox could see it; run the node with a Python installed "
+            "elsewhere (a virtualenv there is fine)"
+        )
     argv = [] if str(prefix).startswith("/usr/") else ["--ro-bind", str(prefix), str(prefix)]
     for d in numpy_dirs():
         argv += ["--ro-bind", str(d), f"/opt/collimate/site/{d.name}"]

@@ -3,7 +3,7 @@
 A session mounts its own ``/tmp`` (and ``/dev/shm``, ``/sandbox``, ``/proc``): a host
 folder under one of them, bound at its own path, would be hidden in every session. Such a
 folder is shown at ``/opt/collimate/host/<its path>`` instead, and the template's ``PATH``
-entries and environment follow it.
+entries and environment follow it. The node's own Python cannot move: a clear error instead.
 """
 
 from __future__ import annotations
@@ -78,3 +78,21 @@ async def test_a_toolchain_elsewhere_keeps_its_own_path(rt: LocalRuntime) -> Non
         finally:
             await sess.close()
         assert out.output.decode().splitlines() == [str(tool), "at home"], out.output
+
+
+def test_a_python_installed_where_sessions_mount_their_own_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The node's own interpreter cannot be moved as a toolchain is (its library may be
+    found by an absolute path): a clear error when the template starts, not sessions that
+    cannot import the standard library."""
+    from collimate_rl.node.runtime import _reach, host_paths
+
+    prefix = Path("/tmp/py")
+    monkeypatch.setattr(host_paths, "python_paths", lambda: (prefix / "bin/python3", prefix))
+    with pytest.raises(_reach.UnreachablePath, match=r"node's Python \(/tmp/py\) is installed"):
+        host_paths.python_args()
+    monkeypatch.setattr(
+        host_paths, "python_paths", lambda: (Path("/opt/py/bin/python3"), Path("/opt/py"))
+    )
+    assert host_paths.python_args()[:3] == ["--ro-bind", "/opt/py", "/opt/py"]
