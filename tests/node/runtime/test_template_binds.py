@@ -35,6 +35,8 @@ async def test_a_toolchain_under_tmp_is_seen_in_sessions(
         for path in (Path(tmp), tool, tool / "bin"):
             path.chmod(0o755)
         (tool / "data").chmod(0o644)
+        (Path(tmp) / "beside-the-tool").write_text("not the template's\n")
+        (Path(tmp) / "beside-the-tool").chmod(0o644)
         name = "binds-test"  # (one template, replaced by each test: none piles up)
         await rt.add_template(
             TemplateSpec(
@@ -49,7 +51,10 @@ async def test_a_toolchain_under_tmp_is_seen_in_sessions(
         try:
             out = await run(
                 sess,
-                command='collimate-hello; cat "$TOOL_HOME/data"; echo "$TOOL_DIRS"; ls /tmp',
+                command='collimate-hello; cat "$TOOL_HOME/data"; echo "$TOOL_DIRS"; ls /tmp; '
+                # what else of the host's /tmp shows, and whether the session can write there
+                f"ls -A /opt/collimate/host/tmp {tmp} /opt/collimate/host{tmp}; "
+                'touch "$TOOL_HOME/left-behind" 2>/dev/null && echo WROTE; true',
             )
         finally:
             await sess.close()
@@ -59,7 +64,15 @@ async def test_a_toolchain_under_tmp_is_seen_in_sessions(
             f"hello from {seen}/bin/collimate-hello",
             "from the toolchain",
             f"{seen}:/usr/share",
-        ]  # (and the session's own /tmp is empty: nothing of the host's shows there)
+            # the session's own /tmp is empty, and the host's path is not there either
+            f"ls: cannot access '{tmp}': No such file or directory",
+            "/opt/collimate/host/tmp:",
+            Path(tmp).name,  # only the way down to the tool: no other file of the host's /tmp
+            "",
+            f"/opt/collimate/host{tmp}:",
+            "tool",  # not the file beside it
+        ], out.output
+        assert not (tool / "left-behind").exists()  # read-only
 
 
 async def test_a_toolchain_elsewhere_keeps_its_own_path(rt: LocalRuntime) -> None:
