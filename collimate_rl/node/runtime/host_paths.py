@@ -4,18 +4,21 @@ the host, and the ``PATH`` a sandbox gets: what a template container binds.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ._reach import UnreachablePath
+from .base import TemplateSpec
 
 __all__ = [
     "MOVED_BINDS_DIR",
     "SHARED_SITE_DIR",
     "SUPERVISOR",
     "SUPERVISOR_DIR",
+    "as_sessions_see",
     "bind_target",
     "layer_args",
     "moved",
@@ -134,6 +137,21 @@ def moved(value: str, binds: Sequence[Path]) -> str:
     return ":".join(entry(path) for path in value.split(":"))
 
 
+def as_sessions_see(spec: TemplateSpec) -> TemplateSpec:
+    """``spec`` with its ``path`` and ``env`` as its sessions see them (each entry inside a
+    moved bind moved with it); its ``binds`` stay the host's (:func:`layer_args` binds them).
+
+    >>> seen = as_sessions_see(TemplateSpec("t", binds=(Path("/tmp/go"),), path=("/tmp/go/bin",)))
+    >>> seen.path
+    ('/opt/collimate/host/tmp/go/bin',)
+    """
+    return dataclasses.replace(
+        spec,
+        path=tuple(moved(entry, spec.binds) for entry in spec.path),
+        env=tuple((name, moved(value, spec.binds)) for name, value in spec.env),
+    )
+
+
 def layer_args(layers: Sequence[Path], binds: Sequence[Path]) -> tuple[list[str], list[str]]:
     """bwrap arguments that bind a template's layers and toolchains read-only, and the
     lower dirs of the overlay over them (the top layer first; the empty dir for none).
@@ -153,14 +171,12 @@ def layer_args(layers: Sequence[Path], binds: Sequence[Path]) -> tuple[list[str]
     return argv, lowers or ["/.collimate/empty"]
 
 
-def search_path(python_bin: str, extra: Sequence[str], binds: Sequence[Path] = ()) -> str:
-    """A sandbox's PATH: the node's Python first, then the template's toolchains (where
-    the sessions see them, given the template's ``binds``).
+def search_path(python_bin: str, extra: Sequence[str]) -> str:
+    """A sandbox's PATH: the node's Python first, then the template's toolchains.
 
     >>> search_path("/opt/collimate/bin", ["/opt/go/bin"])
     '/opt/collimate/bin:/opt/go/bin:/usr/local/bin:/usr/bin:/bin'
     """
-    extra = [moved(entry, binds) for entry in extra]
     return ":".join([python_bin, *extra, "/usr/local/bin", "/usr/bin", "/bin"])
 
 

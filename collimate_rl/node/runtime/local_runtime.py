@@ -36,8 +36,8 @@ from .base import (
 )
 from .host_paths import (
     SUPERVISOR_DIR,
+    as_sessions_see,
     layer_args,
-    moved,
     python_args,
     python_paths,
     python_sources,
@@ -404,12 +404,13 @@ class LocalRuntime:
             # the base's layers and toolchain (a bake over a language template)
             layers, lowers = layer_args(base.layers, base.binds)
             argv += layers
+            seen = as_sessions_see(base)
             cfg = {
                 "lowers": lowers,
                 "commands": list(setup_commands),
                 "network": network,
                 "env": {
-                    "PATH": search_path("/opt/collimate/bin", base.path, base.binds),
+                    "PATH": search_path("/opt/collimate/bin", seen.path),
                     "HOME": "/sandbox",
                     "TMPDIR": "/tmp",
                     "LANG": "C.UTF-8",
@@ -417,7 +418,7 @@ class LocalRuntime:
                     "PYTHONUSERBASE": "/sandbox/.local",
                     "PIP_NO_CACHE_DIR": "1",
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                    **{k: moved(v, base.binds) for k, v in base.env},
+                    **dict(seen.env),
                 },
             }
             argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]

@@ -25,8 +25,8 @@ from .host_paths import (
     SHARED_SITE_DIR,
     SUPERVISOR,
     SUPERVISOR_DIR,
+    as_sessions_see,
     layer_args,
-    moved,
     numpy_dirs,
     python_args,
     python_paths,
@@ -299,8 +299,9 @@ class TemplateHost:
         argv += ["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             argv += ["--setenv", var, "1"]  # a preloaded numpy must not start threads
+        seen = as_sessions_see(self.spec)
         base_env = {
-            "PATH": search_path("/opt/collimate/bin", self.spec.path, self.spec.binds),
+            "PATH": search_path("/opt/collimate/bin", seen.path),
             "HOME": "/sandbox",
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
@@ -316,7 +317,7 @@ class TemplateHost:
         cfg = self._config(
             layers=lowers,
             base_env=base_env,
-            env=[(k, moved(v, self.spec.binds)) for k, v in self.spec.env],
+            env=seen.env,
             sys_path=["/opt/collimate/site", *shared],
             none_root=None,
         )
