@@ -65,6 +65,8 @@ __all__ = [
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
+#: Warm-ups build beside the node's own work, not ahead of it.
+_LOW_PRIORITY = ("nice", "-n", "10")
 #: How often a required warm-up another node is building is looked for (seconds).
 _LOCK_POLL = 0.5
 #: The PCH is looked up under this name in each include directory.
@@ -316,7 +318,7 @@ async def _build_locked(
         if not await asyncio.to_thread(_make_room, target):
             return  # built meanwhile
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        argv = ["nice", "-n", "10", *command(str(tmp))]
+        tool = command(str(tmp))
         # The compiler's own temporary files go to a folder of this build, removed with
         # it: a compiler killed midway (the node closing) cannot remove them itself.
         with tempfile.TemporaryDirectory(dir=folder, prefix=".scratch-") as scratch:
@@ -327,7 +329,8 @@ async def _build_locked(
                 **(env or {}),
             }
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *_LOW_PRIORITY,
+                *tool,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -347,7 +350,7 @@ async def _build_locked(
             why = err.decode(errors="replace").strip()[-500:] or f"exit status {proc.returncode}"
             _remove(tmp)
             if required:
-                raise RuntimeError(f"its warm-up failed: `{shlex.join(argv[3:])}`: {why}")
+                raise RuntimeError(f"its warm-up failed: `{shlex.join(tool)}`: {why}")
             log.info("warm-up %s failed: %s", target, why)
             return
         await asyncio.to_thread(_share, tmp)
