@@ -214,7 +214,7 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
         _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
         write_all(4, str(status).encode())
         # "idle" goes before the status pipe closes: when the worker hangs up, the
-        # master finds it already said (``boxes.py``)
+        # master finds it already said (``standby.py``)
         again = served < MAX_EXECS_PER_BOX and _fit_for_another(spec) and _say_idle(pristine)
         os.close(4)  # the worker replies now, not once our address space is torn down
         if not again or not _next_pipes():

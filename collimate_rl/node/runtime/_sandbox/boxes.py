@@ -18,25 +18,7 @@ on a box connection, one datagram each:
 A failure is ``{"ok": false, "error": ..., "lost": bool}`` (``lost``: the session
 is gone). A connection that closes takes its live boxes with it.
 
-**Standby exec boxes.** The master makes an exec box's pipes itself, so it can
-clone one before anyone asks: once a session has run two execs, the master keeps
-one hardened exec box ready for it, blocked on its job pipe, and the next exec
-takes it (its clone and set-up, ~5 ms, are then off the exec's latency path).
-That box is, first, the one the session's last exec ran in: its init kills and
-reaps everything the exec started, then says ``idle`` on its line to the master (a
-socket pair, the box's fd 5) before it closes its status pipe. When the worker
-hangs up, the master finds that word already there, sends the box the next exec's
-pipes on the line and keeps it: no clone, no set-up and no teardown for the next
-exec. Python code runs in a fork of the init, which must hold nothing of earlier
-jobs: a box whose init never read a job (Python jobs are read by their fork, see
-``box.py``) is *pristine* (``idle pristine``) and takes any exec; one whose init
-read a program's job (a shell command, argv lists, another interpreter: spawned, or
-forked when the limits forbid a spawn) is kept for ``spawn`` jobs only. A box that did not say it is idle (killed at the deadline or
-past the output cap, dead, or still running because its worker died) is killed,
-and a pristine one is armed in its place.
-At most ``MAX_STANDBY`` wait at a time, node-wide. A standby box is the session's
-like any box: it dies with the session, and with a fork that freezes the
-session's upper layer (its copy of the mount namespace still writes the old one).
+Exec boxes may wait for their session's next exec, hardened: ``standby.py``.
 
 The clone: the zygote Z (``zygote.py``) steps into the session's mount and IPC
 namespaces and a pooled network namespace (``netpool.py``), clones with
@@ -53,10 +35,10 @@ import selectors
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from .box import BoxSpec
+from .box_records import Box, BoxConn
 from .box_requests import MAX_REQUEST, MAX_REQUEST_FDS, BadRequest, parse_request
 from .environ import environ_changes, template_env
 from .factory import marshal_tag
@@ -64,39 +46,12 @@ from .home import Home
 from .layout import ZYGOTE_ENV
 from .members import Member, Members
 from .netpool import NetPool
+from .standby import STANDBY_AFTER_EXECS, Standby, close_all, exec_pipes
 from .syscalls import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER
 from .zygote import Zygote
 
 #: A box that has not said it is ready by then is killed and its spawn fails.
 READY_TIMEOUT = 20.0
-#: Standby exec boxes waiting at most, node-wide (each holds a process and a network namespace).
-MAX_STANDBY = 16
-#: A session's standby exec box is armed from its second exec on (one exec is no pattern yet).
-STANDBY_AFTER_EXECS = 2
-
-
-@dataclass
-class BoxConn:
-    """A worker's connection bound to one session."""
-
-    sock: socket.socket
-    key: str
-    boxes: set[int] = field(default_factory=set)
-    arm: bool = False  # when it closes (its exec is over), arm the session's next exec box
-
-
-@dataclass
-class Box:
-    pid: int
-    key: str
-    slot: int  # the pooled network namespace, -1 for a fresh one
-    conn: BoxConn | None = None  # None: a standby exec box nobody took yet
-    ready_r: int = -1
-    deadline: float = 0.0
-    marshal: bool = False
-    pipes: list[int] = field(default_factory=list)  # an exec box's pipe ends, until handed over
-    line: socket.socket | None = None  # an exec box's line (it says "idle"; gets its pipes)
-    gen: int = 0  # the session's upper layer when the box was cloned
 
 
 class Boxes:
@@ -120,9 +75,7 @@ class Boxes:
         self.conns: dict[int, BoxConn] = {}
         self.live: dict[int, Box] = {}  # pid -> box, until reaped
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
-        self.standby: dict[str, Box] = {}  # session key -> its pristine standby exec box
-        self.kept: dict[str, Box] = {}  # session key -> a standby box that read a job
-        self.times_kept = 0  # (``_keep``)
+        self.standby = Standby(self._clone_exec, self.kill)
         self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
 
     def start_zygote(self) -> None:
@@ -148,12 +101,12 @@ class Boxes:
         member = self.members.get(conn.key) if conn.arm else None
         kept = False
         for pid in list(conn.boxes):  # the worker is done with them (or died)
-            if member is not None and self._keep(pid, member):
+            if member is not None and self.standby.keep(self.live.get(pid), member):
                 kept = True
             else:
                 self.kill(pid)
         if member is not None and not kept:
-            self._arm_standby(member)
+            self.standby.arm(member)
 
     def on_conn(self, conn: BoxConn) -> None:
         try:
@@ -226,11 +179,7 @@ class Boxes:
 
         The reply is immediate: a box that cannot set itself up says so on its status pipe.
         """
-        box = (
-            (self._take(self.kept, member.key) if spawn else None)
-            or self._take(self.standby, member.key)
-            or self._clone_exec(member)
-        )
+        box = self.standby.take(member.key, spawn) or self._clone_exec(member)
         self._bind(box, conn)
         pipes, box.pipes = box.pipes, []
         try:
@@ -238,7 +187,7 @@ class Boxes:
         except OSError:  # would block or the worker is gone: never wait for it
             self._drop_conn(conn)
         finally:
-            _close(pipes)
+            close_all(pipes)
         member.execs += 1
         # armed once the exec is over (its connection closes), not beside it: on two
         # cores the box's set-up would take CPU from the exec it follows
@@ -246,7 +195,7 @@ class Boxes:
 
     def _clone_exec(self, member: Member) -> Box:
         """Clone an exec box with pipes of the master's making (their other ends in ``pipes``)."""
-        theirs, ours = _exec_pipes()
+        theirs, ours = exec_pipes()
         job_r, out_w, ack_w, st_w = theirs
         line, its_line = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fds = [job_r, out_w, out_w, ack_w, st_w, its_line.fileno()]
@@ -254,75 +203,14 @@ class Boxes:
         try:
             box = self._clone(member, spec)
         except BaseException:
-            _close(ours)
+            close_all(ours)
             line.close()
             raise
         finally:
-            _close(theirs)
+            close_all(theirs)
             its_line.close()
         box.pipes, box.line, box.gen = ours, line, member.gen
         return box
-
-    def _keep(self, pid: int, member: Member) -> bool:
-        """Keep the exec box ``pid`` as ``member``'s standby box, if it said it is idle.
-
-        It said so before its status pipe closed, and its worker hung up after that:
-        the word is in its line by now, or the box is not fit to serve again.
-        """
-        box = self.live.get(pid)
-        if (
-            box is None
-            or box.line is None
-            or box.gen != member.gen  # a fork froze the layer it writes (forks wait for
-            # a session's execs, ``SessionBusy``: this guards that rule from afar)
-            or self._waiting() >= MAX_STANDBY
-        ):
-            return False
-        try:
-            said = box.line.recv(16, socket.MSG_DONTWAIT)
-        except OSError:
-            return False
-        # "idle pristine": it read no job (Python runs in its forks); "idle": it read some
-        waiting = {b"idle pristine": self.standby, b"idle": self.kept}.get(said)
-        if waiting is None or member.key in waiting:
-            return False
-        try:
-            box.pipes = _send_pipes(box.line)
-        except OSError:
-            return False
-        box.conn = None
-        waiting[member.key] = box
-        self.times_kept += 1
-        return True
-
-    def _waiting(self) -> int:
-        return len(self.standby) + len(self.kept)
-
-    def _arm_standby(self, member: Member) -> None:
-        """Clone ``member``'s next exec box now, if it has none and the budget allows."""
-        if member.key in self.standby or self._waiting() >= MAX_STANDBY:
-            return
-        try:
-            self.standby[member.key] = self._clone_exec(member)
-        except OSError:  # best effort: the next exec clones its own
-            return
-
-    @staticmethod
-    def _take(waiting: dict[str, Box], key: str) -> Box | None:
-        box = waiting.pop(key, None)
-        if box is None:
-            return None
-        if _has_exited(box.pid):  # died waiting (not reaped yet): never hand out a dead box
-            return None
-        return box
-
-    def drop_standby(self, key: str) -> None:
-        """Kill ``key``'s standby exec boxes (a fork froze the layer their mount namespace
-        writes)."""
-        for waiting in (self.standby, self.kept):
-            box = waiting.pop(key, None)
-            if box is not None:
-                self.kill(box.pid)
 
     def _clone(self, member: Member, spec: BoxSpec) -> Box:
         """Have Z clone a box into ``member``'s namespaces; it is live (ours to reap) at once."""
@@ -406,8 +294,7 @@ class Boxes:
 
     def kill_member(self, member: Member) -> None:
         """Kill a dropped session's boxes and tell its connections it is gone."""
-        self.standby.pop(member.key, None)
-        self.kept.pop(member.key, None)
+        self.standby.forget(member.key)
         for pid in list(member.boxes):
             self.kill(pid)
         for conn in [c for c in self.conns.values() if c.key == member.key]:
@@ -420,10 +307,8 @@ class Boxes:
             return False
         if box.ready_r >= 0:
             self._settle(box, b"")
-        for waiting in (self.standby, self.kept):
-            if waiting.get(box.key) is box:
-                del waiting[box.key]
-        _close(box.pipes)  # a standby box's, never handed over
+        self.standby.reaped(box)
+        close_all(box.pipes)  # a standby box's, never handed over
         if box.line is not None:
             box.line.close()
         self.net.release(box.slot)
@@ -436,44 +321,9 @@ class Boxes:
         return {
             "boxes": len(self.live),
             "box_conns": len(self.conns),
-            "standby": self._waiting(),
-            "kept": self.times_kept,
+            "standby": len(self.standby),
+            "kept": self.standby.times_kept,
             "netns": self.net.made,
             "netns_free": len(self.net.free),
             "netns_dropped": self.net.dropped,
         }
-
-
-def _exec_pipes() -> tuple[list[int], list[int]]:
-    """An exec's four pipes (job, output, seed acknowledgement, status): the box's ends and
-    the worker's."""
-    (job_r, job_w), (out_r, out_w), (ack_r, ack_w), (st_r, st_w) = (
-        os.pipe2(os.O_CLOEXEC) for _ in range(4)
-    )
-    return [job_r, out_w, ack_w, st_w], [job_w, out_r, ack_r, st_r]
-
-
-def _send_pipes(line: socket.socket) -> list[int]:
-    """Send a kept exec box its next exec's pipes; the worker's ends."""
-    theirs, ours = _exec_pipes()
-    try:
-        socket.send_fds(line, [b"pipes"], theirs, socket.MSG_DONTWAIT)
-    except OSError:
-        _close(ours)
-        raise
-    finally:
-        _close(theirs)
-    return ours
-
-
-def _close(fds: list[int]) -> None:
-    for fd in fds:
-        os.close(fd)
-
-
-def _has_exited(pid: int) -> bool:
-    """Whether our child ``pid`` has exited (it stays unreaped: the reaper does that)."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True

@@ -63,7 +63,7 @@ class LightSessions:
         gen = member.gen
         children = self.members.fork(member, keys)
         if member.gen != gen and self.boxes is not None:  # its upper layer froze
-            self.boxes.drop_standby(parent)
+            self.boxes.standby.drop(parent)
         return {"ok": True, "keys": [c.key for c in children]}
 
     def light_kill(self, key: str) -> bool:

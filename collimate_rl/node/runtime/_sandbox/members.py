@@ -67,7 +67,7 @@ class Member:
     layer_dir: str = ""  # its tmpfs with the upper, work, tmp and shm dirs (once mounted)
     built: tuple[Any, ...] | None = None  # a reusable namespace's ``look`` when built
     boxes: set[int] = field(default_factory=set)  # live boxes (pids in the master's namespace)
-    execs: int = 0  # exec boxes it was handed (``boxes.py`` arms a standby one from the second)
+    execs: int = 0  # exec boxes it was handed (``standby.py`` arms a standby one from the second)
 
     @property
     def mounted(self) -> bool:
