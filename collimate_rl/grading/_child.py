@@ -111,6 +111,28 @@ def _recv_exact(sock: Any, n: int) -> bytes | None:
     return bytes(buf)
 
 
+def _next_request(sock: Any) -> bytes | None:
+    """T's next request (its ``marshal`` data), or ``None`` once T has hung up.
+
+    T sends a request and waits for its answer, so one read never holds a part of the
+    next: it is usually the whole request, one ``recv`` where reading the size first
+    took two.
+    """
+    data: bytes = sock.recv(65536)
+    if len(data) < 4:
+        rest = _recv_exact(sock, 4 - len(data)) if data else None
+        if rest is None:
+            return None
+        data += rest
+    size = int.from_bytes(data[:4], "big")
+    if len(data) < 4 + size:
+        rest = _recv_exact(sock, 4 + size - len(data))
+        if rest is None:
+            return None
+        data += rest
+    return data[4 : 4 + size]
+
+
 # --------------------------------------------------------------------------- C: candidate
 
 
@@ -134,10 +156,7 @@ def _candidate_main(fds: list[int]) -> None:
     sock.setblocking(True)
     state: dict[str, Any] = {"ns": None}
     while True:
-        head = _recv_exact(sock, 4)
-        if head is None:
-            os._exit(0)
-        body = _recv_exact(sock, int.from_bytes(head, "big"))
+        body = _next_request(sock)
         if body is None:
             os._exit(0)
         request = marshal.loads(body)

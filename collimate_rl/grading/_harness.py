@@ -50,7 +50,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import time
 
 from ._child import (  # collimate: strip
@@ -112,6 +111,8 @@ class _Tail:
 class Reply:
     """What one request to the candidate produced."""
 
+    __slots__ = ("args_after", "detail", "etype", "status", "stdout", "value")
+
     def __init__(
         self,
         status: str,
@@ -153,9 +154,16 @@ class _Child:
             for fd in (out_w, err_w, in_r):
                 os.close(fd)
         self.fds: dict[str, int | None] = {"out": out_r, "err": err_r, "in": in_w}
+        self.names = {out_r: "out", err_r: "err", in_w: "in"}
         for fd in (out_r, err_r, in_w):
             os.set_blocking(fd, False)
         self.sock.setblocking(False)
+        self.sock_fd = self.sock.fileno()
+        # One poll set for the child's life (its socket and its output pipes), not fd
+        # lists built for a select at every turn of every call.
+        self.poller = select.poll()
+        for fd in (self.sock_fd, out_r, err_r):
+            self.poller.register(fd, select.POLLIN)
         self.rbuf = bytearray()
         self.stdout = bytearray()
         self.collect = False
@@ -167,6 +175,8 @@ class _Child:
         fd = self.fds.get(name)
         if fd is not None:
             self.fds[name] = None
+            with contextlib.suppress(KeyError):
+                self.poller.unregister(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -211,14 +221,15 @@ class _Child:
         if self.dead:
             return Reply("crash", detail="candidate process is gone")
         self.next_id += 1
-        message = dict(message, id=self.next_id)
-        pending = {"sock": _frame(marshal.dumps(message)), "in": stdin}
-        if not stdin:
-            self._close_fd("in")
-        rest = self._send_some(pending["sock"])  # it usually fits: no select round to send it
-        if rest is None:
+        unsent = self._send_some(_frame(marshal.dumps(dict(message, id=self.next_id))))
+        if unsent is None:  # (it usually fits: no poll round to send it)
             return self._died()
-        pending["sock"] = rest
+        if unsent:
+            self.poller.modify(self.sock_fd, select.POLLIN | select.POLLOUT)
+        if stdin and self.fds["in"] is not None:
+            self.poller.register(self.fds["in"], select.POLLOUT)
+        else:
+            self._close_fd("in")
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             remaining = deadline - time.monotonic()
@@ -228,52 +239,59 @@ class _Child:
             if self.overflow:
                 self.kill()
                 return Reply("error", detail="output limit exceeded")
-            readers = [self.sock.fileno()] + [
-                fd for key in ("out", "err") if (fd := self.fds[key]) is not None
-            ]
-            writers = []
-            if pending["sock"]:
-                writers.append(self.sock.fileno())
-            if pending["in"] and self.fds["in"] is not None:
-                writers.append(self.fds["in"])
             try:
-                rready, wready, _ = select.select(readers, writers, [], min(remaining, 1.0))
+                events = self.poller.poll(min(remaining, 1.0) * 1000)
             except InterruptedError:
                 continue
-            if self.sock.fileno() in wready:
-                rest = self._send_some(pending["sock"])
-                if rest is None:
-                    return self._died()
-                pending["sock"] = rest
-            if self.fds["in"] is not None and self.fds["in"] in wready:
-                try:
-                    written = os.write(self.fds["in"], pending["in"][:65536])
-                    pending["in"] = pending["in"][written:]
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    pending["in"] = b""
-                if not pending["in"]:
-                    self._close_fd("in")
-            # Output is read before the answer: what C wrote before answering was in its
-            # pipes when select looked at them, so the reply's tail and stdout hold it all.
-            for key in ("out", "err"):
-                if self.fds[key] is not None and self.fds[key] in rready:
-                    self._drain(key)
-            if self.sock.fileno() in rready:
-                try:
-                    chunk = self.sock.recv(65536)  # (a 1 MiB buffer per answer costs an mmap)
-                except BlockingIOError:
-                    chunk = None
-                except OSError:
-                    chunk = b""
-                if chunk == b"":
-                    return self._died()
-                if chunk:
-                    self.rbuf += chunk
-                reply = self._parse()
+            answered = False
+            for fd, event in events:
+                if fd != self.sock_fd:
+                    name = self.names[fd]
+                    if name == "in":
+                        stdin = self._feed(stdin)
+                    else:
+                        self._drain(name)
+                else:
+                    if event & select.POLLOUT:
+                        unsent = self._send_some(unsent)
+                        if unsent is None:
+                            return self._died()
+                        if not unsent:
+                            self.poller.modify(fd, select.POLLIN)
+                    answered = event & ~select.POLLOUT != 0  # an answer, or C hung up
+            # The answer is read after the output: what C wrote before answering was in
+            # its pipes when poll looked at them, so the reply's tail and stdout hold it all.
+            if answered:
+                reply = self._receive()
                 if reply is not None:
                     return reply
+
+    def _feed(self, stdin: bytes) -> bytes:
+        """Write what C's stdin pipe takes now; the rest (the pipe is closed once all is in)."""
+        try:
+            stdin = stdin[os.write(self.fds["in"], stdin[:65536]) :]  # type: ignore[arg-type]
+        except BlockingIOError:
+            pass
+        except OSError:
+            stdin = b""
+        if not stdin:
+            self._close_fd("in")
+        return stdin
+
+    def _receive(self) -> Reply | None:
+        """Read what the socket holds; C's answer once it is all there."""
+        try:
+            chunk = self.sock.recv(65536)  # (a 1 MiB buffer per answer costs an mmap)
+        except BlockingIOError:
+            return None
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return self._died()
+        if not self.rbuf and len(chunk) >= 4 and len(chunk) == 4 + int.from_bytes(chunk[:4], "big"):
+            return self._answer(chunk[4:])  # the usual case: one whole answer
+        self.rbuf += chunk
+        return self._parse()
 
     def _send_some(self, data: bytes) -> bytes | None:
         """Send what the socket takes now; the rest (``None``: the candidate is gone)."""
@@ -287,7 +305,7 @@ class _Child:
     def _parse(self) -> Reply | None:
         if len(self.rbuf) < 4:
             return None
-        size = struct.unpack("!I", self.rbuf[:4])[0]
+        size = int.from_bytes(self.rbuf[:4], "big")
         if size > MAX_MESSAGE:
             self.kill()
             return Reply("error", detail="answer too large")
@@ -295,6 +313,10 @@ class _Child:
             return None
         body = bytes(self.rbuf[4 : 4 + size])
         del self.rbuf[: 4 + size]
+        return self._answer(body)
+
+    def _answer(self, body: bytes) -> Reply:
+        """The reply C's answer ``body`` gives (an unreadable one kills C)."""
         try:
             message = _json_value(body.decode())
             if type(message) is not dict or message.get("id") != self.next_id:
@@ -333,6 +355,8 @@ class _Child:
             self.sock.close()
 
 
+#: How a call without keyword arguments sends them (``encode({})``; only ever read).
+_NO_KWARGS: dict[str, list[Any]] = {"d": []}
 #: The argument types whose in-place changes in the candidate reach the caller.
 _CONTAINERS = (list, dict, set)
 
@@ -445,14 +469,19 @@ class Runner:
         child = self._loaded_child()
         if isinstance(child, Reply):
             return child
-        try:
-            data = {"args": encode(list(args)), "kwargs": encode(dict(kwargs or {}))}
-        except Unserializable as exc:
-            return Reply("error", detail=_short(f"cannot send the arguments: {exc}"))
         # only a list, dict or set argument takes changes back (``_copy_back``): for any
         # other, C need not encode the arguments again, nor T decode them
         mutable_args = mutable_args and any(type(arg) in _CONTAINERS for arg in args)
-        request = dict(data, op="call", entry=entry, return_args=mutable_args)
+        try:
+            request = {
+                "op": "call",
+                "entry": entry,
+                "args": encode(list(args)),
+                "kwargs": encode(dict(kwargs)) if kwargs else _NO_KWARGS,
+                "return_args": mutable_args,
+            }
+        except Unserializable as exc:
+            return Reply("error", detail=_short(f"cannot send the arguments: {exc}"))
         reply = child.request(request, self._timeout())
         if reply.status in ("timeout", "crash"):
             child.kill()

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from collimate_rl.grading import CustomReward, IOReward, UnitTestReward, grade
 from collimate_rl.grading._grader import _io_same, same
@@ -347,3 +349,37 @@ def test_only_container_arguments_come_back_from_a_call() -> None:
         assert (xs, d, s) == ([1, "L"], {"k": "D"}, {2, "S"})
         plain = runner.call("f", (7, "x", (3, [4]), None), mutable_args=True)
         assert (plain.status, plain.value, plain.args_after) == ("ok", 4, None), vars(plain)
+
+
+#: A candidate whose call answers itself: it writes its own answer to the call (the first
+#: after the load: id 2) on its socket, in pieces cut where the test says, a moment apart
+#: (so T reads them apart), then waits to be killed.
+_ANSWERS_IN_PIECES = """
+import json, os, time
+def f(text, cuts):
+    body = json.dumps({"ok": True, "value": text, "id": 2}, separators=(",", ":")).encode()
+    frame = len(body).to_bytes(4, "big") + body
+    at = 0
+    for cut in sorted({c for c in cuts if 0 < c < len(frame)}) + [len(frame)]:
+        piece = memoryview(frame)[at:cut]
+        while piece:
+            piece = piece[os.write(3, piece):]
+        at = cut
+        time.sleep(0.002)
+    time.sleep(60)
+"""
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.one_of(st.text(max_size=40), st.integers(0, 200_000).map(lambda n: "x" * n)),
+    cuts=st.lists(st.integers(1, 200_100), max_size=5),
+)
+def test_an_answer_reads_the_same_however_it_arrives(text: str, cuts: list[int]) -> None:
+    # T reads an answer whole from one read (the usual case), from pieces split anywhere
+    # (its size too), and past one read's 64 KiB; each way it is the same value.
+    with _forked_runner({"source": _ANSWERS_IN_PIECES}) as runner:
+        reply = runner.call("f", (text, cuts))
+        assert (reply.status, reply.value) == ("ok", text), (reply.status, reply.detail)
+        child = runner.child
+        assert child is not None and not child.rbuf, "a piece is left to be read as the next answer"
