@@ -248,7 +248,7 @@ class _Child:
                 if fd != self.sock_fd:
                     name = self.names[fd]
                     if name == "in":
-                        stdin = self._feed(stdin)
+                        stdin = self._feed(fd, stdin)
                     else:
                         self._drain(name)
                 else:
@@ -266,10 +266,10 @@ class _Child:
                 if reply is not None:
                     return reply
 
-    def _feed(self, stdin: bytes) -> bytes:
-        """Write what C's stdin pipe takes now; the rest (the pipe is closed once all is in)."""
+    def _feed(self, fd: int, stdin: bytes) -> bytes:
+        """Write what C's stdin pipe ``fd`` takes now; the rest (it is closed once all is in)."""
         try:
-            stdin = stdin[os.write(self.fds["in"], stdin[:65536]) :]  # type: ignore[arg-type]
+            stdin = stdin[os.write(fd, stdin[:65536]) :]
         except BlockingIOError:
             pass
         except OSError:
@@ -288,8 +288,8 @@ class _Child:
             chunk = b""
         if not chunk:
             return self._died()
-        if not self.rbuf and len(chunk) >= 4 and len(chunk) == 4 + int.from_bytes(chunk[:4], "big"):
-            return self._answer(chunk[4:])  # the usual case: one whole answer
+        if not self.rbuf and len(chunk) == 4 + int.from_bytes(chunk[:4], "big"):
+            return self._answer(chunk[4:])  # the usual case: one whole answer in one read
         self.rbuf += chunk
         return self._parse()
 
