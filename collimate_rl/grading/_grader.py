@@ -1,4 +1,4 @@
-"""Part 5 of the shipped harness: comparisons, grading modes and T's ``main``.
+"""Part 5 of the shipped harness: grading modes and T's ``main``.
 
 Stdlib only; runs only in the trusted process T. See :mod:`._harness`.
 """
@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from ._asserts import _compiled_block  # collimate: strip
 from ._build import grade_program_exit, prepare_program, run_case  # collimate: strip
 from ._child import (  # collimate: strip
     _PR_SET_DUMPABLE,
@@ -25,6 +26,7 @@ from ._child import (  # collimate: strip
     _short,
 )
 from ._codec import decode  # collimate: strip
+from ._compare import _as_lists, _io_same, same  # collimate: strip
 from ._harness import (  # collimate: strip
     CandidateError,
     Reply,
@@ -37,83 +39,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
-
-# --------------------------------------------------------------------------- comparison
-
-
-def same(got: Any, want: Any, *, tol: float | None = None, loose: bool = False) -> bool:
-    """Strict structural equality of plain data (``got`` comes from the codec).
-
-    ``bool`` never equals ``int``; ints and floats compare by value (with
-    ``tol`` as relative and absolute tolerance); two NaNs are equal; with
-    ``loose`` a tuple equals a list of the same items.
-    """
-    tg, tw = type(got), type(want)
-    if tg is bool or tw is bool:
-        return tg is tw and bool(got == want)
-    if tg in (int, float) and tw in (int, float):
-        if tg is float and tw is float and math.isnan(got) and math.isnan(want):
-            return True
-        if tol is not None and (tg is float or tw is float):
-            return math.isclose(got, want, rel_tol=tol, abs_tol=tol)
-        return bool(got == want)
-    if tw is complex and tg is complex:
-        if tol is not None:
-            return bool(abs(got - want) <= max(tol, tol * abs(want)))
-        return bool(got == want)
-    if tg in (list, tuple) and tw in (list, tuple):
-        if tg is not tw and not loose:
-            return False
-        return len(got) == len(want) and all(
-            same(a, b, tol=tol, loose=loose) for a, b in zip(got, want, strict=False)
-        )
-    if tg is dict and tw is dict:
-        if len(got) != len(want) or set(got) != set(want):
-            return False
-        return all(same(got[key], want[key], tol=tol, loose=loose) for key in want)
-    if tg in (set, frozenset) and tw in (set, frozenset):
-        return bool(got == want)
-    if tw in (str, bytes, type(None), int, float, complex, list, tuple, dict, set, frozenset):
-        return tg is tw and bool(got == want)
-    return bool(want == got)  # a trusted reference's own type decides
-
-
-def _as_lists(value: Any) -> Any:
-    if type(value) in (list, tuple):
-        return [_as_lists(item) for item in value]
-    if type(value) is dict:
-        return {key: _as_lists(item) for key, item in value.items()}
-    return value
-
-
-def _io_same(got: str, want: str, *, strip: bool, tol: float | None) -> bool:
-    if strip:
-        got_lines = [line.strip() for line in got.strip().splitlines()]
-        want_lines = [line.strip() for line in want.strip().splitlines()]
-    else:
-        if tol is None:
-            return got == want
-        got_lines, want_lines = got.split("\n"), want.split("\n")
-    if len(got_lines) != len(want_lines):
-        return False
-    for got_line, want_line in zip(got_lines, want_lines, strict=False):
-        if got_line == want_line:
-            continue
-        if tol is None:
-            return False
-        got_tokens, want_tokens = got_line.split(), want_line.split()
-        if len(got_tokens) != len(want_tokens):
-            return False
-        for a, b in zip(got_tokens, want_tokens, strict=False):
-            if a == b:
-                continue
-            try:
-                if not math.isclose(float(a), float(b), rel_tol=tol, abs_tol=tol):
-                    return False
-            except ValueError:
-                return False
-    return True
-
 
 # --------------------------------------------------------------------------- grading modes
 
@@ -419,88 +344,6 @@ class GraderAPI:
     def record(self, name: str, ok: bool, detail: str = "") -> None:
         """Add a per-test outcome (the reward still comes from ``grade``'s return)."""
         self._grader.record(name, "pass" if ok else "fail", detail)
-
-
-#: Compiled test blocks by (source, index). A node's grading worker runs the same tests
-#: for every member of a group, and compiling (parse, rewrite, compile) is a pure
-#: function of the source; code objects are immutable and run in a fresh namespace.
-_BLOCKS: dict[tuple[str, int], tuple[Any, int]] = {}
-_BLOCKS_MAX = 512
-
-
-def _compiled_block(source: str, index: int) -> tuple[Any, int]:
-    """The test block's code (its asserts rewritten) and how many asserts it has."""
-    key = (source, index)
-    hit = _BLOCKS.get(key)
-    if hit is None:
-        import ast
-
-        tree, static = _rewrite_asserts(ast.parse(source))
-        hit = (compile(tree, f"<tests {index}>", "exec"), static)
-        if len(_BLOCKS) >= _BLOCKS_MAX:
-            _BLOCKS.pop(next(iter(_BLOCKS)))
-        _BLOCKS[key] = hit
-    return hit
-
-
-def _rewrite_asserts(tree: Any) -> tuple[Any, int]:
-    """``assert t, m`` -> record ``bool(t)`` (or the exception) and carry on; and how many.
-
-    Asserts are statements, so only statement lists are walked (bodies,
-    ``else``/``finally`` blocks, handlers and ``match`` cases), never the
-    expressions: a fraction of a full ``NodeTransformer`` pass.
-    """
-    import ast
-
-    count = 0
-
-    def block(statements: list[Any]) -> list[Any]:
-        nonlocal count
-        out = []
-        for node in statements:
-            if isinstance(node, ast.Assert):
-                count += 1
-                out.append(_assert_to_check(ast, node))
-                continue
-            for name, value in ast.iter_fields(node):
-                if not (isinstance(value, list) and value):
-                    continue
-                if isinstance(value[0], ast.stmt):
-                    setattr(node, name, block(value))
-                elif isinstance(value[0], (ast.excepthandler, ast.match_case)):
-                    for part in value:
-                        part.body = block(part.body)
-            out.append(node)
-        return out
-
-    tree.body = block(tree.body)
-    return tree, count
-
-
-def _assert_to_check(ast: Any, node: Any) -> Any:
-    # Every new node takes the assert's location, given to its constructor (ast.copy_location
-    # per node cost more than the parse); the assert's own test keeps its location.
-    at = {
-        "lineno": node.lineno,
-        "col_offset": node.col_offset,
-        "end_lineno": node.end_lineno,
-        "end_col_offset": node.end_col_offset,
-    }
-
-    def name(identifier: str, ctx: Any = None) -> Any:
-        return ast.Name(identifier, ctx or ast.Load(), **at)
-
-    def check(ok: Any, exc: Any) -> Any:
-        line = ast.Constant(node.lineno, **at)
-        return ast.Expr(ast.Call(name("__collimate_check__"), [line, ok, exc], [], **at), **at)
-
-    ok_name = "__collimate_ok__"
-    truth = ast.Call(name("bool"), [node.test], [], **at)
-    failed = check(ast.Constant(False, **at), name("__collimate_exc__"))
-    handler = ast.ExceptHandler(name("Exception"), "__collimate_exc__", [failed], **at)
-    assign = ast.Assign([name(ok_name, ast.Store())], truth, **at)
-    done = check(name(ok_name), ast.Constant(None, **at))
-    return ast.Try([assign], [handler], [done], [], **at)
 
 
 def _reference(source: str, entry: str) -> Callable[[Any], Any]:

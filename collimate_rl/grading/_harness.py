@@ -2,9 +2,9 @@
 
 The program shipped as an exec's ``code`` is stdlib-only parts joined into
 one file, ``_prologue``, then ``_codec`` + ``_child_exec`` + ``_child`` |
-``_spawner`` + ``_harness`` + ``_build`` + ``_grader``, followed by
-``main(<payload path>)``; one data file holds the spec payload (JSON). This part is T talking to its candidates;
-:mod:`._spawner` is where they come from.
+``_spawner`` + ``_harness`` + ``_build`` + ``_compare`` + ``_asserts`` + ``_grader``,
+followed by ``main(<payload path>)``; one data file holds the spec payload (JSON). This
+part is T talking to its candidates; :mod:`._spawner` is where they come from.
 Processes:
 
 ``T`` (trusted)

@@ -1,7 +1,8 @@
 """How the in-sandbox harness gets into the sandbox: assembled, compacted, or already warm.
 
-The harness is eight stdlib-only parts (``_prologue``, ``_codec``, ``_child_exec``,
-``_child``, ``_spawner``, ``_harness``, ``_build``, ``_grader``) joined into one program. An
+The harness is ten stdlib-only parts (``_prologue``, ``_codec``, ``_child_exec``,
+``_child``, ``_spawner``, ``_harness``, ``_build``, ``_compare``, ``_asserts``,
+``_grader``) joined into one program. An
 exec carries it in one of two forms:
 
 * the **warm stub** (a few hundred bytes): the prologue, then a call into the
@@ -62,6 +63,8 @@ _PARTS = (
     "_spawner",
     "_harness",
     "_build",
+    "_compare",
+    "_asserts",
     "_grader",
 )
 _ZYGOTE_PARTS = ("_codec", "_child_exec", "_child")

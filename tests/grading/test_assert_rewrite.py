@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import json
 
-from collimate_rl.grading._grader import _rewrite_asserts
+from collimate_rl.grading._asserts import _rewrite_asserts
 
 NESTED = """
 def check(candidate):

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collimate_rl.grading import CustomReward, IOReward, UnitTestReward, grade
-from collimate_rl.grading._grader import _io_same, same
+from collimate_rl.grading._compare import _io_same, same
 
 from .conftest import TEMPLATE
 

@@ -67,7 +67,7 @@ def compile_block(source: str, index: int) -> tuple[types.CodeType, int]:
     >>> compile_block("assert 1 == 1; assert 2 == 2", 0)[1]
     2
     """
-    from collimate_rl.grading._grader import _compiled_block
+    from collimate_rl.grading._asserts import _compiled_block
 
     code, static = _compiled_block(source, index)
     return code, static
