@@ -45,8 +45,8 @@ def _forked(serve: Callable[[], None]) -> int:
     return pid
 
 
-#: About the size of a framed call request.
-_MESSAGE = b"\x00\x00\x00\x30" + b"x" * 48
+#: The size of the framed call request ``Runner.call("add", (i, 2))`` sends (90 bytes).
+_MESSAGE = b"\x00\x00\x00\x56" + b"x" * 86
 
 
 class _Echo:
