@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
 import _local_node
+from _proc import usage
 
 _PROCESS_NAMES = ("col-master", "col-zygote", "col-worker")
 
@@ -37,14 +37,6 @@ def _processes() -> dict[int, str]:
             if entry.name.isdigit() and name.startswith(_PROCESS_NAMES):
                 found[int(entry.name)] = name
     return found
-
-
-def _cpu(pid: int) -> tuple[float, float, int, int]:
-    """(own, reaped children's) CPU ms, then (own, reaped children's) page faults."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = 1000 / os.sysconf("SC_CLK_TCK")
-    own, reaped = int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
-    return own * tick, reaped * tick, int(fields[7]), int(fields[8])
 
 
 def _image(pid: int) -> str:
@@ -80,14 +72,14 @@ def main() -> int:
             if role not in shown:
                 shown.add(role)
                 print(f"{role}: {_image(pid)}")
-        before = {pid: _cpu(pid) for pid in ours}
+        before = {pid: usage(pid) for pid in ours}
         started = time.perf_counter()
         for _ in range(args.grades):
             result = grade(client, "python3", answer, spec, session_id=session)
             if result.reward != 1.0:
                 raise SystemExit(f"the grade failed: {result}")
         wall = (time.perf_counter() - started) * 1000 / args.grades
-        after = {pid: _cpu(pid) for pid in ours}
+        after = {pid: usage(pid) for pid in ours}
         per: dict[str, float] = {"zygote": 0.0, "boxes": 0.0, "master": 0.0, "workers": 0.0}
         faults: dict[str, float] = dict.fromkeys(per, 0.0)
         for pid, name in ours.items():

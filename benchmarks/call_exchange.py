@@ -27,12 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
-
-def _cpu_ms(pid: int) -> float:
-    """User + system CPU of ``pid`` so far, in ms."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+from _proc import usage
 
 
 def _forked(serve: Callable[[], None]) -> int:
@@ -111,12 +106,12 @@ def main() -> int:
     try:
         for round_ in range(1, args.rounds + 1):
             for name, way in ways.items():
-                c0, t0, w0 = _cpu_ms(way.pid), time.thread_time(), time.perf_counter()
+                c0, t0, w0 = usage(way.pid)[0], time.thread_time(), time.perf_counter()
                 for i in range(args.calls):
                     way.call(i)
                 us = 1e6 / args.calls
                 wall, t_cpu = (time.perf_counter() - w0) * us, (time.thread_time() - t0) * us
-                c_cpu = (_cpu_ms(way.pid) - c0) * 1000 / args.calls
+                c_cpu = (usage(way.pid)[0] - c0) * 1000 / args.calls
                 print(
                     f"round {round_}  {name:<8} per call: wall {wall:4.0f} us, "
                     f"T {t_cpu:3.0f} us, C {c_cpu:3.0f} us, both {t_cpu + c_cpu:4.0f} us",

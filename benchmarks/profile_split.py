@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import _local_node
+from _proc import usage
 
 BASE = Path("/sys/fs/cgroup/cpuacct")
 PARTS = ("client", "node", "sandboxes")
@@ -38,15 +39,6 @@ def _usage() -> dict[str, float]:
     return {
         p: int((BASE / f"collimate-split-{p}" / "cpuacct.usage").read_text()) / 1e6 for p in PARTS
     }
-
-
-def _ticks(pid: int) -> tuple[float, float]:
-    """(own, reaped children's) CPU ms of ``pid``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    hz = os.sysconf("SC_CLK_TCK")
-    own = (int(fields[11]) + int(fields[12])) * 1000 / hz
-    reaped = (int(fields[13]) + int(fields[14])) * 1000 / hz
-    return own, reaped
 
 
 def _kids(pid: int) -> list[int]:
@@ -71,11 +63,11 @@ def _master(node_pid: int) -> int:
 
 
 def _split(master: int) -> dict[str, float]:
-    own, reaped = _ticks(master)
+    own, reaped = usage(master)[:2]
     live = 0.0
     for kid in _kids(master):
         with contextlib.suppress(OSError):
-            live += sum(_ticks(kid))
+            live += sum(usage(kid)[:2])
     return {"master": own, "live children": live, "reaped children": reaped}
 
 

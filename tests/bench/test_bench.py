@@ -395,6 +395,7 @@ def _script(
     "script",
     [
         "box_cost.py",
+        "call_exchange.py",
         "noop_split.py",
         "perf_by_process.py",
         "prep_cost.py",
@@ -405,7 +406,8 @@ def _script(
     ],
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
-    # run as documented: by path, from outside the checkout (they share _local_node.py)
+    # run as documented: by path, from outside the checkout (they share _local_node.py and
+    # _proc.py)
     run = _script(script, "--help", cwd=tmp_path)
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
 
