@@ -106,14 +106,11 @@ class Standby:
     def drop(self, key: str) -> None:
         """Kill ``key``'s standby exec boxes (a fork froze the layer their mount namespace
         writes)."""
-        for box in self._forget(key):
+        for box in self.forget(key):
             self._kill(box.pid)
 
-    def forget(self, key: str) -> None:
-        """Stop keeping ``key``'s boxes (a dropped session: they die with its other boxes)."""
-        self._forget(key)
-
-    def _forget(self, key: str) -> list[Box]:
+    def forget(self, key: str) -> list[Box]:
+        """Stop keeping ``key``'s boxes (a dropped session's die with its other boxes); them."""
         found = (waiting.pop(key, None) for waiting in (self.pristine, self.kept))
         return [box for box in found if box is not None]
 
