@@ -244,7 +244,7 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
 
     Much of the node's own CPU goes to event-loop plumbing: per request, and per message
     to and from a grading worker. uvloop does that work for less CPU and latency
-    (``benchmarks/README.md``, "Round 12"). Without uvloop, asyncio's own loop serves the
+    (``benchmarks/history.md``, "Round 12"). Without uvloop, asyncio's own loop serves the
     same requests the same way.
 
     >>> async def loop_name() -> None:

@@ -394,15 +394,9 @@ def _script(
 @pytest.mark.parametrize(
     "script",
     [
-        "box_cost.py",
-        "call_exchange.py",
         "noop_split.py",
         "perf_by_process.py",
-        "prep_cost.py",
         "profile_split.py",
-        "box_setup.py",
-        "perf_split.py",
-        "idle_by_phase.py",
     ],
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
@@ -410,83 +404,3 @@ def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
     # _proc.py)
     run = _script(script, "--help", cwd=tmp_path)
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
-
-
-PERF_SCRIPT = """\
-col-candidate 11 [000] 1.0: 250000 cpu-clock:
-\tffffffff1 clear_page_erms+0x17 ([kernel.kallsyms])
-\tffffffff2 asm_exc_page_fault+0x22 ([kernel.kallsyms])
-
-col-candidate 11 [000] 1.1: 250000 cpu-clock:
-\tffffffff3 unmap_page_range+0x1 ([kernel.kallsyms])
-\tffffffff4 do_exit+0x2 ([kernel.kallsyms])
-
-col-candidate 11 [001] 1.2: 250000 cpu-clock:
-\tffffffff5 bpf_prepare_filter+0x1 ([kernel.kallsyms])
-\tffffffff6 __do_sys_prctl+0x3d ([kernel.kallsyms])
-
-col-candidate 12 [001] 1.3: 250000 cpu-clock:
-\t24eb73 PyLong_FromLong+0x83 (/lib/libpython3.11.so.1.0)
-
-col-candidate 99 [001] 1.4: 250000 cpu-clock:
-\tffffffff7 do_exit+0x2 ([kernel.kallsyms])
-"""
-
-
-def test_perf_split_files_each_sample_under_its_first_named_frame() -> None:
-    run = _script("perf_split.py", "--exclude-pid", "99", input=PERF_SCRIPT)
-    assert run.returncode == 0, run.stderr
-    lines = [line.split(None, 1) for line in run.stdout.strip().splitlines()[1:]]
-    assert run.stdout.startswith("4 samples")
-    assert {name: share for share, name in lines} == {
-        "page faults": "25.00%",
-        "exit": "25.00%",
-        "syscall prctl": "25.00%",
-        "other: PyLong_FromLong": "25.00%",
-    }
-
-
-def test_idle_by_phase_files_samples_under_the_phase_and_tenth_they_fell_in(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "idle_by_phase", ROOT / "benchmarks" / "idle_by_phase.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    marks = [("step", 0.0), ("request", 1.0), ("request_end", 11.0), ("step_end", 12.0)]
-    perf = [
-        "python 7 [000] 0.5:",  # the client preparing
-        "swapper 0 [001] 0.5:",
-        "swapper 0 [000] 1.5:",  # the request's first tenth, idle
-        "col-candidate 9 [001] 1.5:",
-        *(f"col-candidate 9 [000] {t}.5:" for t in range(2, 11)),
-        "swapper 0 [001] 10.5:",  # its last tenth
-        "python 7 [000] 11.5:",  # the client reading the answers
-        "swapper 0 [000] 12.5:",  # after the last mark: not counted
-        "not a sample line",
-    ]
-    result = module.by_phase(marks, module.samples(perf))
-    assert result["requests"] == 1
-    assert result["phases"] == {
-        "client: prepare": {"seconds": 1.0, "samples": 2, "idle": 1},
-        "request": {"seconds": 10.0, "samples": 12, "idle": 2},
-        "client: finish": {"seconds": 1.0, "samples": 1, "idle": 0},
-    }
-    assert result["tenths"][0] == (2, 1) and result["tenths"][9] == (2, 1)
-    assert result["tenths"][5] == (1, 0)
-    text = module.report(result)
-    assert text.startswith("15 samples, 20.0% idle, 1 requests")
-    assert "idle by tenth of the request: 50% 0% 0% 0% 0% 0% 0% 0% 0% 50%" in text
-
-
-def test_prep_cost_measures_every_humaneval_rollout(tmp_path: Path) -> None:
-    run = _script("prep_cost.py", "--rounds", "1", cwd=tmp_path, timeout=120)
-    assert run.returncode == 0, run.stderr
-    head, numbers = run.stdout.strip().splitlines()
-    assert head.startswith("humaneval: 328 rollouts")
-    fields = numbers.split()
-    assert fields[0] == "extract" and fields[-3:-1] == ["+", "build"]
-    assert all(float(fields[i]) > 0 for i in (1, 3, -1))

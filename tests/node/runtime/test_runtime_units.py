@@ -61,7 +61,7 @@ def test_filter_shape(arch: str) -> None:
 def test_every_syscall_is_decided_in_a_few_instructions(arch: str, policy: dict[str, bool]) -> None:
     """The rules are searched, not chained: each time a box loads the filter the kernel runs it
     once per syscall number (its action cache), and a chain of ~50 comparisons made that load
-    cost ~25-50 us more (``benchmarks/box_setup.py``)."""
+    cost ~25-50 us more (``benchmarks/history.md``, round 13)."""
     prog = sv.build_seccomp_filter(arch, **policy)
     aid = sv.ARCH_IDS[arch]
     steps = [execute(prog, nr, aid, (arg,))[1] for nr in range(1024) for arg in (0, 1, 1 << 28)]

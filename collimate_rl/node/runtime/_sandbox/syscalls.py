@@ -172,7 +172,7 @@ def set_name(name: str) -> None:
     """Name this thread (``comm``, as ``ps`` and ``perf`` show it; 15 bytes).
 
     Through ``/proc`` when it can: in a fresh fork (every box) a first ``ctypes`` call
-    copies many of the parent's pages (``benchmarks/bench_fresh_fork.py``: ~0.3 ms against
+    copies many of the parent's pages (``benchmarks/history.md``, round 3: ~0.3 ms against
     ~0.12).
     """
     data = name.encode()[:15]

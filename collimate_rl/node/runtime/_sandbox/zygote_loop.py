@@ -10,7 +10,7 @@ Why a native twin: every page the zygote writes after a clone is shared with
 the boxes still alive, so each write copies one. The Python loop touches ~95
 pages per clone (its frames, the objects it names, ctypes, the allocator),
 about as much CPU as the ``clone`` itself; the C loop touches its stack and
-the command buffer (``docs/fast-path.md``, round 14).
+the command buffer (``docs/fast-path-log.md``, round 14).
 
 A command is one ``SOCK_SEQPACKET`` datagram: :data:`HEADER` (the clone flags,
 the box's descriptor count, whether a ready pipe follows them), then what only
