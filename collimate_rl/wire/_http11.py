@@ -2,16 +2,21 @@
 
 httpx is general (TLS, proxies, cookies, redirects, auth flows, its own request and URL
 models) and costs a daemon client ~1 ms of CPU per request on our 2-core machines; a node
-on the same machine needs none of it. This speaks just the HTTP a daemon answers with:
-pooled keep-alive connections, bodies by ``Content-Length`` or chunked. Its failures are
-httpx's exception types (``ConnectError``, ``ReadTimeout``, ...), so the wire core's retry
-rules treat the two transports alike. The sync and async clients share the request
-encoding and the response parser; only their I/O differs.
+on the same machine needs none of it. This keeps just what a daemon needs: pooled keep-alive
+connections, each with its own `h11 <https://h11.readthedocs.io>`_ state machine (the
+sans-I/O HTTP/1.1 parser under httpcore and uvicorn, installed with httpx), which encodes the
+requests and reads the responses: bodies by ``Content-Length``, chunked or to the end of the
+connection, and whether the connection can be reused. Its failures are httpx's exception
+types (``ConnectError``, ``ReadTimeout``, ``RemoteProtocolError``, ...), so the wire core's
+retry rules treat the two transports alike. The sync and async clients share
+:class:`Exchange`; only their I/O differs.
 
->>> parser = ResponseParser()
->>> parser.feed(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
+>>> exchange = Exchange(h11.Connection(h11.CLIENT), "GET", "/v1/health", {"Host": "n"}, None)
+>>> exchange.request
+b'GET /v1/health HTTP/1.1\\r\\nHost: n\\r\\n\\r\\n'
+>>> exchange.feed(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
 True
->>> parser.status, parser.reason, parser.body, parser.keep_alive
+>>> exchange.status, exchange.reason, exchange.body, exchange.reusable
 (200, 'OK', b'{}', True)
 """
 
@@ -27,11 +32,12 @@ from urllib.parse import urlencode, urlsplit
 
 import anyio
 import anyio.abc
+import h11
 import httpx
 
 from collimate_rl.wire._core import RawResponse
 
-__all__ = ["AsyncNodeHTTP", "NodeHTTP", "ResponseParser", "encode_request"]
+__all__ = ["AsyncNodeHTTP", "Exchange", "NodeHTTP"]
 
 #: An idle connection older than this is closed rather than reused (uvicorn's default
 #: keep-alive is 5 s; our node keeps them 30 s).
@@ -40,102 +46,78 @@ _MAX_HEAD = 64 << 10
 _CHUNK = 64 << 10
 
 
-def encode_request(
-    method: str, target: str, headers: Mapping[str, str], body: bytes | None
-) -> bytes:
-    """One request's bytes: the request line, ``headers``, ``Content-Length``, the body.
+class Exchange:
+    """One request and its response on a connection's h11 state machine (no I/O).
 
-    >>> encode_request("GET", "/v1/health", {"Host": "localhost"}, None)
-    b'GET /v1/health HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n'
-    """
-    lines = [f"{method} {target} HTTP/1.1"]
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head + body if body else head
-
-
-class ResponseParser:
-    """Reads one response from the bytes fed to it (``feed`` is true once it is whole).
-
-    Raises ``httpx.RemoteProtocolError`` for a response it cannot read.
+    ``request`` is the bytes to send; :meth:`feed` takes what the connection reads (``b""``
+    at its end) and is true once the response is whole. Raises ``httpx.RemoteProtocolError``
+    for a response it cannot read.
     """
 
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._length: int | None = None  # of the body; None: chunked
-        self._chunked = False
-        self._chunks = bytearray()
-        self._chunk_at = 0  # where the next chunk's size line starts
-        self._body_at = -1
+    def __init__(
+        self,
+        conn: h11.Connection,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+    ) -> None:
+        self._conn = conn
+        fields = list(headers.items())
+        if body is not None:
+            fields.append(("Content-Length", str(len(body))))
+        try:
+            request = conn.send(h11.Request(method=method, target=target, headers=fields))
+            if body:
+                request += conn.send(h11.Data(data=body))
+            request += conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError as exc:
+            raise httpx.LocalProtocolError(str(exc)) from exc
+        self.request: bytes = request
         self.status = 0
         self.reason = ""
-        self.keep_alive = True
+        self.headers: dict[str, str] = {}
+        self._body: list[bytes] = []
         self.body = b""
+        self._ended = False  # the connection's end was fed
 
     def feed(self, data: bytes) -> bool:
-        self._buffer += data
-        if self._body_at < 0:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > _MAX_HEAD:
-                    raise httpx.RemoteProtocolError("response head too long")
-                return False
-            self._read_head(bytes(self._buffer[:end]).decode("latin-1"))
-            self._body_at = self._chunk_at = end + 4
-        if self._chunked:
-            return self._read_chunks()
-        assert self._length is not None
-        if len(self._buffer) - self._body_at < self._length:
-            return False
-        self.body = bytes(self._buffer[self._body_at : self._body_at + self._length])
-        return True
-
-    def _read_head(self, head: str) -> None:
-        status_line, *header_lines = head.split("\r\n")
-        parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise httpx.RemoteProtocolError(f"not an HTTP/1.1 response: {status_line[:80]!r}")
-        self.status = int(parts[1])
-        self.reason = parts[2] if len(parts) > 2 else ""
-        fields: dict[str, str] = {}
-        for line in header_lines:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise httpx.RemoteProtocolError(f"bad response header: {line[:80]!r}")
-            fields[name.strip().lower()] = value.strip()
-        connection = fields.get("connection", "").lower()
-        self.keep_alive = parts[0] == "HTTP/1.1" and connection != "close"
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            self._chunked = True
-        elif "content-length" in fields and fields["content-length"].isdigit():
-            self._length = int(fields["content-length"])
-        elif self.status in (204, 304) or 100 <= self.status < 200:
-            self._length = 0
-        else:  # a body to the end of the connection: no daemon answers so
-            raise httpx.RemoteProtocolError("a response without a length")
-
-    def _read_chunks(self) -> bool:
-        """Take the whole chunks buffered so far (where the last call stopped)."""
-        while True:
-            end = self._buffer.find(b"\r\n", self._chunk_at)
-            if end < 0:
-                return False
-            size_text = bytes(self._buffer[self._chunk_at : end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError("bad chunk size") from None
-            if size == 0:  # the last chunk, then (no trailers from a daemon) a blank line
-                if self._buffer.find(b"\r\n", end + 2) < 0:
+        self._ended = self._ended or not data
+        self._conn.receive_data(data)
+        try:
+            while True:
+                event = self._conn.next_event()
+                if event is h11.NEED_DATA:
                     return False
-                self.body = bytes(self._chunks)
-                return True
-            if len(self._buffer) < end + 2 + size + 2:
-                return False
-            self._chunks += self._buffer[end + 2 : end + 2 + size]
-            self._chunk_at = end + 2 + size + 2
+                if isinstance(event, h11.Response):
+                    self.status = event.status_code
+                    self.reason = event.reason.decode("latin-1")
+                    self.headers = {
+                        k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers
+                    }
+                elif isinstance(event, h11.Data):
+                    self._body.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    self.body = b"".join(self._body)
+                    return True
+                elif isinstance(event, h11.ConnectionClosed):
+                    raise h11.RemoteProtocolError("the connection closed mid-response")
+                # (an InformationalResponse, 1xx: the real one follows)
+        except h11.RemoteProtocolError as exc:
+            raise httpx.RemoteProtocolError(str(exc) or "unreadable response") from exc
+
+    @property
+    def reusable(self) -> bool:
+        """Whether the connection can carry the next request (and is made ready for it)."""
+        conn = self._conn
+        if not self._ended and conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+            conn.start_next_cycle()
+            return True
+        return False
+
+
+def _new_connection() -> h11.Connection:
+    return h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
 
 
 class _Endpoint:
@@ -149,11 +131,16 @@ class _Endpoint:
         host_header = url.netloc or "localhost"
         self.headers = {"Host": host_header, **headers}
 
-    def request_bytes(
-        self, method: str, path: str, content: bytes | None, params: Mapping[str, str] | None
-    ) -> bytes:
+    def exchange(
+        self,
+        conn: h11.Connection,
+        method: str,
+        path: str,
+        content: bytes | None,
+        params: Mapping[str, str] | None,
+    ) -> Exchange:
         target = f"{path}?{urlencode(dict(params))}" if params else path
-        return encode_request(method, target, self.headers, content)
+        return Exchange(conn, method, target, self.headers, content)
 
 
 class NodeHTTP:
@@ -161,7 +148,7 @@ class NodeHTTP:
 
     def __init__(self, base: str, *, unix_socket: str | None, headers: Mapping[str, str]) -> None:
         self._endpoint = _Endpoint(base, unix_socket, headers)
-        self._idle: list[tuple[socket.socket, float]] = []
+        self._idle: list[tuple[socket.socket, h11.Connection, float]] = []
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()  # a forked child must not share its parent's connections
@@ -175,19 +162,18 @@ class NodeHTTP:
         params: Mapping[str, str] | None,
         timeout: float | None,
     ) -> RawResponse:
-        data = self._endpoint.request_bytes(method, path, content, params)
-        sock = self._take() or self._connect(timeout)
+        sock, conn = self._take() or (self._connect(timeout), _new_connection())
+        exchange = self._endpoint.exchange(conn, method, path, content, params)
         keep = False
         try:
             sock.settimeout(timeout)
             unsent: OSError | None = None
             try:
-                sock.sendall(data)
+                sock.sendall(exchange.request)
             except TimeoutError as exc:
                 raise httpx.WriteTimeout(str(exc) or "write timed out") from exc
             except OSError as exc:  # the server may have answered and closed (a 413)
                 unsent = exc
-            parser = ResponseParser()
             while True:
                 try:
                     chunk = sock.recv(_CHUNK)
@@ -196,14 +182,15 @@ class NodeHTTP:
                 except OSError as exc:
                     raise _lost(unsent, exc) from (unsent or exc)
                 if not chunk:
-                    raise _lost(unsent, None) from unsent
-                if parser.feed(chunk):
+                    _read_to_the_end(exchange, unsent)
                     break
-            keep = parser.keep_alive and unsent is None
-            return RawResponse(parser.status, parser.reason, parser.body)
+                if exchange.feed(chunk):
+                    break
+            keep = unsent is None and exchange.reusable
+            return RawResponse(exchange.status, exchange.reason, exchange.body)
         finally:
             if keep:
-                self._give_back(sock)
+                self._give_back(sock, conn)
             else:
                 sock.close()
 
@@ -227,26 +214,26 @@ class NodeHTTP:
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
 
-    def _take(self) -> socket.socket | None:
-        """An idle socket the server has not closed, or ``None``."""
+    def _take(self) -> tuple[socket.socket, h11.Connection] | None:
+        """An idle connection the server has not closed, or ``None``."""
         if self._pid != os.getpid():  # forked: the parent's connections stay the parent's
             with self._lock:
                 inherited, self._idle, self._pid = self._idle, [], os.getpid()
-            for sock, _ in inherited:
+            for sock, _, _ in inherited:
                 sock.close()  # our copy of the descriptor only (no shutdown)
         while True:
             with self._lock:
                 if not self._idle:
                     return None
-                sock, since = self._idle.pop()
+                sock, conn, since = self._idle.pop()
             if time.monotonic() - since < IDLE_SECONDS and _still_open(sock):
-                return sock
+                return sock, conn
             sock.close()
 
-    def _give_back(self, sock: socket.socket) -> None:
+    def _give_back(self, sock: socket.socket, conn: h11.Connection) -> None:
         with self._lock:
             if not self._closed:
-                self._idle.append((sock, time.monotonic()))
+                self._idle.append((sock, conn, time.monotonic()))
                 return
         sock.close()
 
@@ -259,8 +246,18 @@ class NodeHTTP:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for sock, _ in idle:
+        for sock, _, _ in idle:
             sock.close()
+
+
+def _read_to_the_end(exchange: Exchange, unsent: Exception | None) -> None:
+    """The connection ended: the response is whole only if its body ran to the end."""
+    try:
+        if exchange.feed(b""):
+            return
+    except httpx.RemoteProtocolError:
+        pass
+    raise _lost(unsent, None) from unsent
 
 
 def _still_open(sock: socket.socket) -> bool:
@@ -301,7 +298,7 @@ class AsyncNodeHTTP:
 
     def __init__(self, base: str, *, unix_socket: str | None, headers: Mapping[str, str]) -> None:
         self._endpoint = _Endpoint(base, unix_socket, headers)
-        self._idle: list[tuple[anyio.abc.SocketStream, float]] = []
+        self._idle: list[tuple[anyio.abc.SocketStream, h11.Connection, float]] = []
         self._closed = False
 
     async def request(
@@ -313,19 +310,19 @@ class AsyncNodeHTTP:
         params: Mapping[str, str] | None,
         timeout: float | None,  # noqa: ASYNC109 (per read and write, as httpx's timeouts)
     ) -> RawResponse:
-        data = self._endpoint.request_bytes(method, path, content, params)
-        stream = await self._take() or await self._connect(timeout)
+        taken = await self._take()
+        stream, conn = taken or (await self._connect(timeout), _new_connection())
+        exchange = self._endpoint.exchange(conn, method, path, content, params)
         keep = False
         try:
             unsent: Exception | None = None
             try:
                 with anyio.fail_after(timeout):
-                    await stream.send(data)
+                    await stream.send(exchange.request)
             except TimeoutError as exc:
                 raise httpx.WriteTimeout("write timed out") from exc
             except (OSError, anyio.BrokenResourceError) as exc:  # answered and closed (a 413)?
                 unsent = exc
-            parser = ResponseParser()
             while True:
                 try:
                     with anyio.fail_after(timeout):
@@ -333,16 +330,17 @@ class AsyncNodeHTTP:
                 except TimeoutError as exc:
                     raise httpx.ReadTimeout("read timed out") from exc
                 except anyio.EndOfStream:
-                    raise _lost(unsent, None) from unsent
+                    _read_to_the_end(exchange, unsent)
+                    break
                 except (OSError, anyio.BrokenResourceError) as exc:
                     raise _lost(unsent, exc) from (unsent or exc)
-                if parser.feed(chunk):
+                if exchange.feed(chunk):
                     break
-            keep = parser.keep_alive and unsent is None
-            return RawResponse(parser.status, parser.reason, parser.body)
+            keep = unsent is None and exchange.reusable
+            return RawResponse(exchange.status, exchange.reason, exchange.body)
         finally:
             if keep and not self._closed:
-                self._idle.append((stream, time.monotonic()))
+                self._idle.append((stream, conn, time.monotonic()))
             else:
                 with anyio.CancelScope(shield=True):  # (also when the caller was cancelled)
                     await stream.aclose()
@@ -359,12 +357,12 @@ class AsyncNodeHTTP:
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
 
-    async def _take(self) -> anyio.abc.SocketStream | None:
+    async def _take(self) -> tuple[anyio.abc.SocketStream, h11.Connection] | None:
         """An idle stream the server has not closed, or ``None``."""
         while self._idle:
-            stream, since = self._idle.pop()
+            stream, conn, since = self._idle.pop()
             if time.monotonic() - since < IDLE_SECONDS and _stream_still_open(stream):
-                return stream
+                return stream, conn
             with contextlib.suppress(OSError, anyio.BrokenResourceError):
                 await stream.aclose()
         return None
@@ -377,6 +375,6 @@ class AsyncNodeHTTP:
     async def aclose(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
-        for stream, _ in idle:
+        for stream, _, _ in idle:
             with contextlib.suppress(OSError, anyio.BrokenResourceError):
                 await stream.aclose()

@@ -14,13 +14,14 @@ import threading
 import time
 
 import anyio
+import h11
 import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from collimate_rl.wire import AsyncCollimateClient, CollimateClient
-from collimate_rl.wire._http11 import NodeHTTP, ResponseParser, encode_request
+from collimate_rl.wire._http11 import Exchange, NodeHTTP
 
 
 def _chunked(body: bytes, sizes: list[int]) -> bytes:
@@ -36,8 +37,12 @@ def _chunked(body: bytes, sizes: list[int]) -> bytes:
     return out + b"0\r\n\r\n"
 
 
-def _feed_in_pieces(data: bytes, cuts: list[int]) -> ResponseParser:
-    parser = ResponseParser()
+def _exchange(method: str = "GET") -> Exchange:
+    return Exchange(h11.Connection(h11.CLIENT), method, "/v1/x", {"Host": "node"}, None)
+
+
+def _feed_in_pieces(data: bytes, cuts: list[int]) -> Exchange:
+    parser = _exchange()
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
     done = False
     for start, stop in itertools.pairwise(points):
@@ -59,7 +64,7 @@ def test_a_response_split_anywhere_reads_the_same(
     chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(body, sizes)
     for data in (sized, chunked):
         parser = _feed_in_pieces(data, cuts)
-        assert parser.body == body and parser.keep_alive
+        assert parser.body == body and parser.reusable
 
 
 @pytest.mark.parametrize(
@@ -71,9 +76,23 @@ def test_a_response_split_anywhere_reads_the_same(
     ],
 )
 def test_keep_alive_follows_the_response(head: bytes, keep_alive: bool) -> None:
-    parser = ResponseParser()
+    parser = _exchange()
     assert parser.feed(head)
-    assert parser.keep_alive is keep_alive and parser.body == b""
+    assert parser.reusable is keep_alive and parser.body == b""
+
+
+def test_a_body_without_a_length_runs_to_the_end_of_the_connection() -> None:
+    parser = _exchange()
+    assert not parser.feed(b'HTTP/1.1 200 OK\r\n\r\n{"a"')
+    assert not parser.feed(b": 1}")
+    assert parser.feed(b"")  # the connection's end
+    assert parser.body == b'{"a": 1}' and not parser.reusable
+
+
+def test_a_head_response_has_no_body_whatever_its_length_says() -> None:
+    parser = _exchange("HEAD")
+    assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+    assert parser.body == b"" and parser.reusable
 
 
 @pytest.mark.parametrize(
@@ -81,21 +100,21 @@ def test_keep_alive_follows_the_response(head: bytes, keep_alive: bool) -> None:
     [
         b"SSH-2.0-OpenSSH\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\n\r\n",  # a body to the end of the connection
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     ],
 )
 def test_an_unreadable_response_is_a_protocol_error(data: bytes) -> None:
     with pytest.raises(httpx.RemoteProtocolError):
-        ResponseParser().feed(data)
+        _exchange().feed(data)
 
 
 def test_the_request_carries_its_length_and_query() -> None:
     endpoint = NodeHTTP("http://127.0.0.1:9", unix_socket=None, headers={"X-A": "1"})._endpoint
-    data = endpoint.request_bytes("POST", "/v1/x", b"{}", {"a": "b c"})
+    conn = h11.Connection(h11.CLIENT)
+    data = endpoint.exchange(conn, "POST", "/v1/x", b"{}", {"a": "b c"}).request
     assert data.startswith(b"POST /v1/x?a=b+c HTTP/1.1\r\nHost: 127.0.0.1:9\r\nX-A: 1\r\n")
     assert data.endswith(b"Content-Length: 2\r\n\r\n{}")
-    assert encode_request("GET", "/", {}, None) == b"GET / HTTP/1.1\r\n\r\n"
 
 
 class _CountingServer:
