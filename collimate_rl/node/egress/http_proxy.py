@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+import h11
+
 from collimate_rl.node.egress.decide import Refused, Target
 from collimate_rl.node.egress.upstream import Opener, Upstream, UpstreamError
 from collimate_rl.node.runtime.bridge import pump
@@ -66,26 +68,32 @@ class HttpRequest:
 
 
 def parse_request(head: bytes) -> HttpRequest:
-    """Parse a request head (ending in an empty line); :class:`BadRequest` if malformed."""
+    """Parse a request head (ending in an empty line); :class:`BadRequest` if malformed.
+
+    h11 (the sans-I/O HTTP/1.1 parser under uvicorn and httpcore) reads it, in the server's
+    role: the request line, the header fields and their syntax as RFC 9112 has them. Only
+    the head is given to it; a body is relayed as the client sends it.
+    """
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=len(head) + 1)
+    conn.receive_data(head)
     try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes any byte
-        raise BadRequest("undecodable request head") from exc
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise BadRequest(f"not an HTTP/1.x request line: {lines[0][:200]!r}")
-    headers: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise BadRequest(f"malformed header line {line[:200]!r}")
-        headers.append((name, value.strip()))
+        event = conn.next_event()
+    except h11.RemoteProtocolError as exc:
+        raise BadRequest(f"malformed request head: {exc}") from None
+    if not isinstance(event, h11.Request):  # (the head ends in an empty line: never more data)
+        raise BadRequest("incomplete request head")
+    headers = tuple(
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in event.headers.raw_items()
+    )
     if len(headers) > _MAX_HEADERS:
         raise BadRequest(f"more than {_MAX_HEADERS} headers")
-    return HttpRequest(parts[0].upper(), parts[1], parts[2], tuple(headers))
+    return HttpRequest(
+        event.method.decode("latin-1").upper(),
+        event.target.decode("latin-1"),
+        "HTTP/" + event.http_version.decode("latin-1"),
+        headers,
+    )
 
 
 def split_authority(authority: str) -> tuple[str, int]:
