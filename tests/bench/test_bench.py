@@ -397,6 +397,7 @@ def _script(
         "noop_split.py",
         "perf_by_process.py",
         "profile_split.py",
+        "http_client.py",
     ],
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
