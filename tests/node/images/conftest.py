@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from collimate_rl.node.images.store import ImageStore
 from tests.node.images._registry import Registry, TokenIssuer, htpasswd_auth, missing_tools
 
 
@@ -42,7 +43,5 @@ def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> object:
-    from tests.node.images._fake_store import FakeStore
-
-    return FakeStore(tmp_path / "store")
+def store(tmp_path: Path) -> ImageStore:
+    return ImageStore(tmp_path / "store")

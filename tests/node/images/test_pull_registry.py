@@ -17,7 +17,7 @@ from collimate_rl.node.images.errors import (
     PlatformNotFound,
     RegistryAuthError,
 )
-from collimate_rl.node.images.manifest import OCI_LAYER, OCI_LAYER_GZIP, OCI_LAYER_ZSTD, Platform
+from collimate_rl.node.images.manifest import Platform
 from collimate_rl.node.images.pull import pull, pull_image
 from tests.node.images._images import Image, Layer, sha, write_layout
 from tests.node.images._registry import PASSWORD, USER, skopeo_push
@@ -69,8 +69,12 @@ def test_anonymous_pull_fetches_every_blob_and_unpacks_each_layer(
     assert result.layers_fetched == record.layers and result.layers_reused == ()
     layer_bytes = sum(len(layer.blob) for layer in app.layers)
     assert result.bytes_fetched == layer_bytes + len(app.manifest) + len(app.config)
-    # the store is asked to unpack each layer with its media type (zstd is the store's)
-    assert [media for _, media in store.unpacked] == [OCI_LAYER_GZIP, OCI_LAYER_ZSTD, OCI_LAYER]
+    # each layer unpacked by its media type: gzip, zstd, plain tar
+    lower, middle, upper = record.layer_dirs
+    assert (lower / "etc/os-release").read_bytes() == b"ID=test\n"
+    assert (middle / "usr/bin/tool").read_bytes() == b"#!/bin/sh\necho hi\n" * 50
+    assert (upper / "app/main.py").read_bytes() == b"print('hi')\n"
+    assert [layer.how for layer in app.layers] == ["gzip", "zstd", "tar"]
     for layer in app.layers:
         assert store.blob_path(layer.digest).read_bytes() == layer.blob
     assert seen[-1][0] == seen[-1][1] == layer_bytes

@@ -153,7 +153,9 @@ def test_registry_references_round_trip_through_their_canonical_form(
 
 @given(
     transport=st.sampled_from(["oci", "oci-archive", "docker-archive"]),
-    path=st.from_regex(r"[/A-Za-z0-9._ -]{1,20}", fullmatch=True),
+    path=st.from_regex(
+        r"[/A-Za-z0-9._-](?:[/A-Za-z0-9._ -]{0,18}[/A-Za-z0-9._-])?", fullmatch=True
+    ),
     tag=st.one_of(st.none(), _tag),
 )
 def test_local_references_round_trip(transport: str, path: str, tag: str | None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from collimate_rl.node.images.errors import DigestMismatch, ImageNotFound, ImagePullError
-from collimate_rl.node.images.manifest import OCI_LAYER, OCI_LAYER_GZIP, Platform
+from collimate_rl.node.images.manifest import Platform
 from collimate_rl.node.images.pull import pull, pull_image
 from tests.node.images._images import Image, Layer, sha, tar_directory, tar_of, write_layout
 
@@ -35,7 +35,9 @@ def test_an_oci_layout_by_tag(tmp_path: Path, store: Any) -> None:
     assert result.record.manifest_digest == APP.digest
     assert result.reference == f"oci:{layout}:v1"
     assert result.layers_fetched == tuple(layer.digest for layer in APP.layers)
-    assert [media for _, media in store.unpacked] == [OCI_LAYER_GZIP, OCI_LAYER]
+    lower, upper = result.record.layer_dirs
+    assert (lower / "etc/hostname").read_bytes() == b"box\n"
+    assert (upper / "app/run").read_bytes() == b"run\n"
     assert pull(f"oci:{layout}:v2", store).config.cmd == ("/other",)
 
 
@@ -173,7 +175,10 @@ def test_a_docker_archive_with_several_images_and_a_linked_layer(
     assert result.record.config.cmd == ("two",)
     assert result.layers_reused == (base.digest,)
     assert result.record.layers[1] == sha(two.layers[1].blob)
-    assert store.unpacked[-1] == (sha(two.layers[1].blob), OCI_LAYER_GZIP)
+    assert (result.record.layer_dirs[1] / "two").read_bytes() == b"2"
+    assert (
+        result.record.layer_dirs[0] == store.image(f"docker-archive:{archive}:one:v1").layer_dirs[0]
+    )
 
 
 def test_a_docker_archive_layer_that_contradicts_its_diff_id(tmp_path: Path, store: Any) -> None:
