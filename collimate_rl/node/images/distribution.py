@@ -330,6 +330,16 @@ class RegistryClient:
         query = {"scope": scope}
         if params.get("service"):
             query["service"] = params["service"]
+        realm = httpx.URL(params["realm"])
+        if creds is not None and realm.scheme != "https":
+            host = realm.host or ""
+            if not (_is_loopback(host) or host in self._insecure):
+                # a registry on HTTPS must not lead our password to a plain-HTTP realm
+                raise RegistryAuthError(
+                    f"{ref.registry} sends us to {params['realm']} for a token over plain HTTP; "
+                    "refusing to send credentials there (name the host in --insecure-registry "
+                    "if that is intended)"
+                )
         headers = {"Authorization": _basic(creds)} if creds is not None else {}
         try:
             response = self._http.get(params["realm"], params=query, headers=headers)

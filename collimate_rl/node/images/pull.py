@@ -4,11 +4,14 @@ A second image on the same base fetches only its own layers: blobs are named by
 digest, and the store already holds the base's. :func:`pull_image` says how many
 bytes it fetched; :func:`pull` returns just the store's record.
 
+>>> import tempfile
+>>> from pathlib import Path
 >>> from collimate_rl.node.images.errors import ImageNotFound
->>> try:
-...     pull("oci:/nonexistent/layout:v1", store=None)  # type: ignore[arg-type]
-... except ImageNotFound as exc:
-...     print(str(exc).split(":")[0])
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     try:
+...         pull("oci:/nonexistent/layout:v1", ImageStore(Path(tmp)))
+...     except ImageNotFound as exc:
+...         print(str(exc).split(":")[0])
 /nonexistent/layout does not exist
 """
 
@@ -17,8 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Final, Protocol
 
 import httpx
 
@@ -46,10 +48,11 @@ from collimate_rl.node.images.reference import (
 )
 from collimate_rl.node.images.seam import BlobSink
 from collimate_rl.node.images.sources import DockerArchiveSource, LayoutSource
+from collimate_rl.node.images.store import ImageRecord, ImageStore
 
 __all__ = [
     "ImageSource",
-    "ImageStoreLike",
+    "Progress",
     "PullResult",
     "canonical_reference",
     "pull",
@@ -58,22 +61,10 @@ __all__ = [
 
 #: Progress callback: (bytes done, bytes total, what is being fetched).
 Progress = Callable[[int, int, str], None]
-R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
 # A config blob is a few KiB; refusing a huge one bounds memory.
 _MAX_CONFIG: Final = 8 * 1024 * 1024
 # index -> index -> manifest is the deepest nesting seen in the wild
 _MAX_NESTING: Final = 4
-
-
-class ImageStoreLike(BlobSink, Protocol[R_co]):
-    """What :func:`pull` needs of :class:`~collimate_rl.node.images.store.ImageStore`."""
-
-    def unpack_layer(self, digest: str, media_type: str) -> Path: ...
-
-    def record_image(
-        self, ref: str, manifest_digest: str, config: ImageConfig, layers: list[str]
-    ) -> R_co: ...
 
 
 class ImageSource(Protocol):
@@ -91,7 +82,7 @@ class ImageSource(Protocol):
 
 
 @dataclass(frozen=True)
-class PullResult(Generic[R]):
+class PullResult:
     """What a pull did.
 
     Attributes:
@@ -103,7 +94,7 @@ class PullResult(Generic[R]):
         layers_reused: digests of the layers the store already held.
     """
 
-    record: R
+    record: ImageRecord
     reference: str
     bytes_fetched: int
     layers_fetched: tuple[str, ...]
@@ -123,12 +114,12 @@ def canonical_reference(ref: str | ImageReference) -> str:
 
 def pull(
     ref: str | ImageReference,
-    store: ImageStoreLike[R],
+    store: ImageStore,
     *,
     insecure_registries: Iterable[str] = (),
     auth: Credentials | None = None,
     progress: Progress | None = None,
-) -> R:
+) -> ImageRecord:
     """Pull ``ref`` into ``store`` and return the store's record of it.
 
     Args:
@@ -150,7 +141,7 @@ def pull(
 
 def pull_image(
     ref: str | ImageReference,
-    store: ImageStoreLike[R],
+    store: ImageStore,
     *,
     insecure_registries: Iterable[str] = (),
     auth: Credentials | None = None,
@@ -158,7 +149,7 @@ def pull_image(
     platform: Platform | None = None,
     env: Mapping[str, str] | None = None,
     transport: httpx.BaseTransport | None = None,
-) -> PullResult[R]:
+) -> PullResult:
     """:func:`pull`, returning what was fetched too (``platform``, ``env``, ``transport``
     override the node's platform, the environment credentials are found with, and the
     HTTP transport)."""
@@ -173,10 +164,10 @@ def pull_image(
 def _pull(
     ref: ImageReference,
     source: ImageSource,
-    store: ImageStoreLike[R],
+    store: ImageStore,
     platform: Platform,
     progress: Progress | None,
-) -> PullResult[R]:
+) -> PullResult:
     raw = source.manifest()
     fetched = len(raw)
     for _ in range(_MAX_NESTING):

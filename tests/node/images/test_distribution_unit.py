@@ -166,3 +166,17 @@ def test_an_unknown_auth_scheme_is_an_auth_error() -> None:
     )
     with _client(transport) as client, pytest.raises(RegistryAuthError, match="do not speak"):
         client.manifest(_reg("reg.example/app:v1"))
+
+
+def test_credentials_are_not_sent_to_a_plain_http_realm() -> None:
+    asked: list[str] = []
+
+    def registry(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        challenge = 'Bearer realm="http://auth.example/token",service="reg"'
+        return httpx.Response(401, headers={"WWW-Authenticate": challenge})
+
+    client = RegistryClient(transport=httpx.MockTransport(registry), auth=Credentials("me", "pw"))
+    with client, pytest.raises(RegistryAuthError, match="plain HTTP"):
+        client.manifest(_reg("reg.example/app:v1"))
+    assert all(not url.startswith("http://auth.example") for url in asked)
