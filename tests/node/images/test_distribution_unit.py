@@ -11,7 +11,12 @@ import pytest
 
 from collimate_rl.node.images.credentials import Credentials, auth_files, find_credentials
 from collimate_rl.node.images.distribution import RegistryClient, parse_challenge
-from collimate_rl.node.images.errors import ImageNotFound, RegistryAuthError, RegistryError
+from collimate_rl.node.images.errors import (
+    DigestMismatch,
+    ImageNotFound,
+    RegistryAuthError,
+    RegistryError,
+)
 from collimate_rl.node.images.reference import RegistryReference, parse_reference
 
 
@@ -180,3 +185,19 @@ def test_credentials_are_not_sent_to_a_plain_http_realm() -> None:
     with client, pytest.raises(RegistryAuthError, match="plain HTTP"):
         client.manifest(_reg("reg.example/app:v1"))
     assert all(not url.startswith("http://auth.example") for url in asked)
+
+
+def test_a_manifest_that_is_not_its_announced_digest_is_refused() -> None:
+    body = b'{"schemaVersion": 2}'
+    announced = "sha256:" + "0" * 64
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            200, content=body, headers={"Docker-Content-Digest": announced}
+        )
+    )
+    with _client(transport) as client, pytest.raises(DigestMismatch):
+        client.manifest(_reg("reg.example/app:v1"))
+    # pinned by digest: the bytes must hash to the pin, whatever the headers say
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    with _client(transport) as client, pytest.raises(DigestMismatch):
+        client.manifest(_reg("reg.example/app@" + announced))
