@@ -201,3 +201,11 @@ def test_a_manifest_that_is_not_its_announced_digest_is_refused() -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
     with _client(transport) as client, pytest.raises(DigestMismatch):
         client.manifest(_reg("reg.example/app@" + announced))
+
+
+def test_a_connection_reset_is_a_registry_error_not_an_httpx_one() -> None:
+    def reset(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadError("connection reset by peer", request=request)
+
+    with _client(httpx.MockTransport(reset)) as client, pytest.raises(RegistryError, match="reset"):
+        client.manifest(_reg("reg.example/app:v1"))
