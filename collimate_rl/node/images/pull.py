@@ -168,18 +168,16 @@ def _pull(
     platform: Platform,
     progress: Progress | None,
 ) -> PullResult:
-    raw = source.manifest()
-    fetched = len(raw)
+    pinned = ref.digest if isinstance(ref, RegistryReference) else None
+    raw, fetched = _manifest(source, store, pinned)
     for _ in range(_MAX_NESTING):
         if media_type_of(raw) not in INDEX_TYPES:
             break
         entry = select_platform(parse_index(raw), platform)
-        raw = source.manifest(entry.digest)
-        fetched += len(raw)
+        raw, more = _manifest(source, store, entry.digest)
+        fetched += more
     manifest = parse_manifest(raw)
     manifest_digest = digest_of(raw)
-    if not store.has_blob(manifest_digest):
-        store.put_blob(manifest_digest, raw)
 
     if store.has_blob(manifest.config.digest):
         config_raw = store.blob_path(manifest.config.digest).read_bytes()
@@ -214,6 +212,21 @@ def _pull(
     )
     reused = tuple(d.digest for d in manifest.layers if d.digest not in missing)
     return PullResult(record, canonical, fetched, tuple(missing), reused)
+
+
+def _manifest(source: ImageSource, store: ImageStore, digest: str | None) -> tuple[bytes, int]:
+    """A manifest or index (kept in the store) and the bytes fetched for it.
+
+    One named by a sha256 digest the store holds is read from the store: a pinned image
+    pulls again with no registry at all.
+    """
+    if digest is not None and digest.startswith("sha256:") and store.has_blob(digest):
+        return store.blob_path(digest).read_bytes(), 0
+    raw = source.manifest(digest)
+    kept = digest_of(raw)
+    if not store.has_blob(kept):
+        store.put_blob(kept, raw)
+    return raw, len(raw)
 
 
 def _check_config(

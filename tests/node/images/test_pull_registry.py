@@ -104,6 +104,16 @@ def test_every_registry_reference_form(
     assert record.ref == text.removeprefix("docker://")
 
 
+def test_a_pinned_image_the_store_holds_pulls_with_no_registry(
+    registries: Registries, app: Image, store: Any
+) -> None:
+    pull(_ref(registries.anonymous, f"reg/app@{app.digest}"), store)
+    # nothing listens on port 9: every blob, the manifest included, comes from the store
+    again = pull_image(f"127.0.0.1:9/reg/app@{app.digest}", store)
+    assert again.bytes_fetched == 0 and again.layers_fetched == ()
+    assert again.record.ref == f"127.0.0.1:9/reg/app@{app.digest}"
+
+
 def test_a_digest_that_is_not_the_tags_is_not_found(
     registries: Registries, app: Image, store: Any
 ) -> None:
