@@ -218,17 +218,16 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def skopeo_push(source: str, registry: Registry, name: str, *, all_platforms: bool = False) -> str:
-    """Push ``source`` (oci:DIR:tag, ...) to the registry as ``name``; returns the reference."""
+def skopeo_push(
+    source: str, registry: Registry, name: str, *, all_platforms: bool = False, docker: bool = False
+) -> str:
+    """Push ``source`` (oci:DIR:tag, ...) to the registry as ``name``; returns the reference.
+
+    As is (digests kept), or with ``docker`` converted to Docker's schema 2 media types.
+    """
     dest = f"{registry.host}/{name}"
-    command = [
-        "skopeo",
-        "--insecure-policy",
-        "copy",
-        "--dest-tls-verify=false",
-        "--preserve-digests",
-        "-q",
-    ]
+    command = ["skopeo", "--insecure-policy", "copy", "--dest-tls-verify=false", "-q"]
+    command += ["--format", "v2s2"] if docker else ["--preserve-digests"]
     if all_platforms:
         command.append("--all")
     subprocess.run(

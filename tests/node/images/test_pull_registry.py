@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from collimate_rl.node.images.credentials import Credentials
@@ -19,7 +20,12 @@ from collimate_rl.node.images.errors import (
     QuotaExceeded,
     RegistryAuthError,
 )
-from collimate_rl.node.images.manifest import Platform
+from collimate_rl.node.images.manifest import (
+    ACCEPT_MANIFESTS,
+    DOCKER_MANIFEST,
+    DOCKER_MANIFEST_LIST,
+    Platform,
+)
 from collimate_rl.node.images.pull import pull, pull_image
 from collimate_rl.node.images.store import ImageStore
 from tests.node.images._images import Image, Layer, sha, tar_of, write_layout
@@ -210,6 +216,34 @@ def test_a_quota_too_small_for_the_image_is_a_typed_error(
     with pytest.raises(QuotaExceeded, match="image-store-max-bytes"):
         pull(_ref(registries.anonymous, "reg/app:v1"), small)
     assert small.image(_ref(registries.anonymous, "reg/app:v1")) is None
+
+
+def test_docker_schema2_manifests_and_manifest_lists(
+    registries: Registries, store: Any, tmp_path: Path
+) -> None:
+    images = {
+        "linux/amd64": Image([Layer({"arch": b"amd64"}, "gzip")], arch="amd64"),
+        "linux/arm64/v8": Image([Layer({"arch": b"arm64"}, "gzip")], arch="arm64"),
+    }
+    layout = write_layout(tmp_path / "layout", {"t": images, "one": images["linux/amd64"]})
+    single = skopeo_push(f"oci:{layout}:one", registries.anonymous, "docker/one:v1", docker=True)
+    listed = skopeo_push(
+        f"oci:{layout}:t", registries.anonymous, "docker/multi:v1", docker=True, all_platforms=True
+    )
+    record = pull(single, store)
+    assert (
+        json.loads(store.blob_path(record.manifest_digest).read_bytes())["mediaType"]
+        == DOCKER_MANIFEST
+    )
+    assert (record.layer_dirs[0] / "arch").read_bytes() == b"amd64"
+    chosen = pull_image(listed, store, platform=Platform("linux", "arm64", "v8")).record
+    assert (chosen.layer_dirs[0] / "arch").read_bytes() == b"arm64"
+    with httpx.Client() as http:
+        top = http.get(
+            f"http://{registries.anonymous.host}/v2/docker/multi/manifests/v1",
+            headers={"Accept": ACCEPT_MANIFESTS},
+        )
+    assert top.json()["mediaType"] == DOCKER_MANIFEST_LIST
 
 
 def test_an_image_built_with_umoci(registries: Registries, store: Any, tmp_path: Path) -> None:
