@@ -398,6 +398,7 @@ def _script(
         "perf_by_process.py",
         "profile_split.py",
         "http_client.py",
+        "tar_reader.py",
     ],
 )
 def test_measurement_scripts_start(script: str, tmp_path: Path) -> None:
