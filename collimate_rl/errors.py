@@ -60,14 +60,23 @@ class CollimateError(RuntimeError):
     Attributes:
         status: the HTTP status, or ``None`` when there was no HTTP answer.
         error_code: the contract's stable error code, or ``None``.
+        request_id: the answer's ``X-Request-Id`` (our node sends one with every
+            answer; its log lines name it), or ``None`` (no answer, or a server
+            that sends none, such as a real daemon).
     """
 
     def __init__(
-        self, message: str, *, status: int | None = None, error_code: str | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_code: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.error_code = error_code
+        self.request_id = request_id
 
 
 class CollimateTransportError(CollimateError):

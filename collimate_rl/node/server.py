@@ -37,6 +37,7 @@ from collimate_rl._binds import DEFAULT_HOST, exposure_warning
 from collimate_rl.node.app import create_app
 from collimate_rl.node.core import Node, NodeConfig
 from collimate_rl.node.egress.settings import EgressSettings
+from collimate_rl.node.logs import LOG_FORMATS, configure_logging
 from collimate_rl.node.runtime.base import Runtime, RuntimeError_
 
 __all__ = [
@@ -197,6 +198,7 @@ async def _serve_async(
     config: NodeConfig,
     log_level: str,
     token: str | None = None,
+    own_logging: bool = False,
 ) -> None:
     app = create_app(runtime, config, manage_lifecycle=False, token=token)
     node: Node = app.state.node
@@ -211,7 +213,10 @@ async def _serve_async(
             app,
             lifespan="off",
             log_level=log_level,
-            access_log=log_level == "debug",
+            # our own lines carry the request id (request_ids.py); uvicorn's would not
+            access_log=False,
+            # configured by run_from_args (--log-format): uvicorn's lines go through it too
+            log_config=None if own_logging else uvicorn.config.LOGGING_CONFIG,
             timeout_graceful_shutdown=2,  # the drain already waited for in-flight work
             timeout_keep_alive=30,
             server_header=False,
@@ -283,6 +288,7 @@ def serve(
     token: str | None = None,
     sandbox_uid: int | None = None,
     languages: str | None = None,
+    own_logging: bool = False,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -301,6 +307,8 @@ def serve(
         token: require ``Authorization: Bearer <token>`` on every request.
         sandbox_uid: the host uid sandboxes run as (when the node is root).
         languages: the built-in language templates to offer (see :func:`make_runtime`).
+        own_logging: logging is configured already (``configure_logging``): uvicorn's
+            lines go through it instead of uvicorn's own handlers.
 
     Example (blocks, so not run here)::
 
@@ -336,7 +344,9 @@ def serve(
             )
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
-        run_event_loop(_serve_async(runtime, sock, where, config, log_level, token))
+        run_event_loop(
+            _serve_async(runtime, sock, where, config, log_level, token, own_logging=own_logging)
+        )
     finally:
         sock.close()
         if socket_path is not None:
@@ -413,6 +423,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     )
     p.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+    )
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text lines, or one JSON object per line (time, level, logger, message, "
+        "request_id, and the access line's method, path, status, duration_ms)",
     )
     p.add_argument(
         "--share-site-packages",
@@ -538,9 +555,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Serve with parsed ``serve`` flags; the exit status."""
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args.log_level, args.log_format)
     if args.isolation == "none":
         print(
             "collimate serve: --isolation none runs code WITHOUT a sandbox (dev only)",
@@ -573,6 +588,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             token=token,
             sandbox_uid=args.sandbox_uid,
             languages=args.languages,
+            own_logging=True,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback

@@ -73,6 +73,7 @@ class ResponseParser:
         self.reason = ""
         self.keep_alive = True
         self.body = b""
+        self.request_id: str | None = None
 
     def feed(self, data: bytes) -> bool:
         self._buffer += data
@@ -105,6 +106,7 @@ class ResponseParser:
             if not sep:
                 raise httpx.RemoteProtocolError(f"bad response header: {line[:80]!r}")
             fields[name.strip().lower()] = value.strip()
+        self.request_id = fields.get("x-request-id")
         connection = fields.get("connection", "").lower()
         self.keep_alive = parts[0] == "HTTP/1.1" and connection != "close"
         if "chunked" in fields.get("transfer-encoding", "").lower():
@@ -200,7 +202,7 @@ class NodeHTTP:
                 if parser.feed(chunk):
                     break
             keep = parser.keep_alive and unsent is None
-            return RawResponse(parser.status, parser.reason, parser.body)
+            return RawResponse(parser.status, parser.reason, parser.body, parser.request_id)
         finally:
             if keep:
                 self._give_back(sock)
@@ -339,7 +341,7 @@ class AsyncNodeHTTP:
                 if parser.feed(chunk):
                     break
             keep = parser.keep_alive and unsent is None
-            return RawResponse(parser.status, parser.reason, parser.body)
+            return RawResponse(parser.status, parser.reason, parser.body, parser.request_id)
         finally:
             if keep and not self._closed:
                 self._idle.append((stream, time.monotonic()))
