@@ -337,6 +337,7 @@ def create_app(
     *,
     manage_lifecycle: bool = True,
     token: str | None = None,
+    metrics_token: str | None = None,
 ) -> FastAPI:
     """Build the node's ASGI app around ``runtime``.
 
@@ -351,6 +352,7 @@ def create_app(
         manage_lifecycle: start and close the node in the ASGI lifespan.
         token: require ``Authorization: Bearer <token>`` on every request
             (:mod:`collimate_rl.node.auth`); ``None``: no auth, as the daemon.
+        metrics_token: with ``token``, a second token that opens ``GET /metrics`` only.
     """
     node = Node(runtime, config)
 
@@ -383,7 +385,7 @@ def create_app(
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
     if token is not None:  # a request without it reaches nothing else
-        app.add_middleware(BearerTokenMiddleware, token=token)
+        app.add_middleware(BearerTokenMiddleware, token=token, metrics_token=metrics_token)
     # outermost: every answer (a 401 too) carries its id and is counted
     app.add_middleware(RequestIdMiddleware, metrics=node.metrics)
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]

@@ -199,8 +199,11 @@ async def _serve_async(
     log_level: str,
     token: str | None = None,
     own_logging: bool = False,
+    metrics_token: str | None = None,
 ) -> None:
-    app = create_app(runtime, config, manage_lifecycle=False, token=token)
+    app = create_app(
+        runtime, config, manage_lifecycle=False, token=token, metrics_token=metrics_token
+    )
     node: Node = app.state.node
     try:
         # Fails here, before anything is served, if the runtime cannot start.
@@ -289,6 +292,7 @@ def serve(
     sandbox_uid: int | None = None,
     languages: str | None = None,
     own_logging: bool = False,
+    metrics_token: str | None = None,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -307,6 +311,7 @@ def serve(
         token: require ``Authorization: Bearer <token>`` on every request.
         sandbox_uid: the host uid sandboxes run as (when the node is root).
         languages: the built-in language templates to offer (see :func:`make_runtime`).
+        metrics_token: with ``token``, a read-only token for ``GET /metrics`` (a scraper's).
         own_logging: logging is configured already (``configure_logging``): uvicorn's
             lines go through it instead of uvicorn's own handlers.
 
@@ -345,7 +350,16 @@ def serve(
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
         run_event_loop(
-            _serve_async(runtime, sock, where, config, log_level, token, own_logging=own_logging)
+            _serve_async(
+                runtime,
+                sock,
+                where,
+                config,
+                log_level,
+                token,
+                own_logging=own_logging,
+                metrics_token=metrics_token,
+            )
         )
     finally:
         sock.close()
@@ -375,6 +389,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="require 'Authorization: Bearer <token>' with the token in FILE (not readable "
         "by others) on every request; clients pass token= or set $COLLIMATE_SERVE_TOKEN. "
         "Recommended for TCP whenever the host has other users",
+    )
+    p.add_argument(
+        "--metrics-token-file",
+        default=None,
+        metavar="FILE",
+        help="with --token-file: a second token, in FILE, that opens GET /metrics and "
+        "nothing else (for a Prometheus server: docs/operations.md)",
     )
     p.add_argument(
         "--isolation",
@@ -567,6 +588,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"collimate serve: --token-file: {exc}", file=sys.stderr)
         return 2
+    metrics_token = None
+    if args.metrics_token_file is not None:
+        if token is None:
+            print("collimate serve: --metrics-token-file needs --token-file", file=sys.stderr)
+            return 2
+        try:
+            metrics_token = read_token_file(args.metrics_token_file)
+        except (OSError, ValueError) as exc:
+            print(f"collimate serve: --metrics-token-file: {exc}", file=sys.stderr)
+            return 2
     # Until the event loop takes over, a SIGTERM/SIGINT is only noted, so the
     # socket and runtime set up so far are still cleaned up.
     previous = {
@@ -589,6 +620,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             sandbox_uid=args.sandbox_uid,
             languages=args.languages,
             own_logging=True,
+            metrics_token=metrics_token,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback
