@@ -35,7 +35,9 @@ def test_the_units_flags_are_serves_flags_and_ask_for_what_the_issue_asks() -> N
     assert args.socket == "/run/collimate/node.sock"  # a unix socket...
     assert service["Group"] == "collimate" and service["RuntimeDirectoryMode"] == "0750"
     assert args.token_file == "/run/credentials/x/token"  # ...a token...
-    assert args.state_dir.startswith("/var/lib/collimate") and service["StateDirectory"] == "collimate"
+    assert (
+        args.state_dir.startswith("/var/lib/collimate") and service["StateDirectory"] == "collimate"
+    )
     assert service["Restart"] == "on-failure"  # ...restarted when it crashes
     # the stop timeout leaves room for the drain
     assert float(service["TimeoutStopSec"]) > args.drain_timeout
