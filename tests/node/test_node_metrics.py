@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,10 +17,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collimate_rl.grading import UnitTestReward, grade
+from collimate_rl.node.app import create_app
 from collimate_rl.node.metrics import NodeMetrics
 from collimate_rl.wire.daemon import CollimateClient
 
 from .conftest import ThreadedNode, python_template
+from .fakes import FakeRuntime
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -198,3 +201,32 @@ def test_image_hooks_and_names() -> None:
             assert family.name.endswith("_seconds"), family.name
     assert not math.isnan(samples["collimate_image_store_bytes[]"])
     assert re.fullmatch(r"[a-z_]+", "collimate_image_store_bytes")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/health"),
+        ("POST", "/v1/exec"),
+        ("POST", "/metrics"),
+        ("GET", "/metrics/../v1/health"),
+        ("GET", "/v1/sessions"),
+        ("DELETE", "/v1/sessions/ses_x"),
+    ],
+)
+async def test_the_metrics_token_opens_nothing_but_the_metrics(
+    tmp_path: Path, method: str, path: str
+) -> None:
+    app = create_app(
+        FakeRuntime(state_dir=tmp_path),
+        token="the-node-token-1234",
+        metrics_token="the-scrapers-token-5678",
+    )
+    scraper = {"Authorization": "Bearer the-scrapers-token-5678"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://node") as http:
+        assert (await http.get("/metrics", headers=scraper)).status_code == 200
+        attack = await http.request(method, path, headers=scraper, json={"command": "id"})
+        assert attack.status_code == 401, (method, path, attack.status_code)
+        assert attack.json()["error_code"] == "unauthorized"

@@ -1,0 +1,125 @@
+"""What ``/metrics`` and request ids cost: the vector env's HumanEval step on two nodes in turns.
+
+    git -C <checkout> archive <commit before the metrics> | tar -x -C /tmp/collimate-base
+    cd /tmp && <venv>/bin/python <checkout>/benchmarks/bench_observability.py \\
+        --base /tmp/collimate-base [--groups 4] [--size 8] [--episodes 40] [--scrape 1.0]
+
+Two nodes run side by side: one from ``--base`` (a source tree without the metrics and the
+request ids: ``PYTHONPATH``), one from this checkout, which a thread scrapes every
+``--scrape`` seconds as Prometheus would (0: never). One client (this checkout's) drives a
+G x K HumanEval vector env on each; the two envs take turns, episode by episode, so the
+machine's drift falls on both alike. Prints each node's median step rate (rollouts/s) and
+the median, over turns, of this checkout's rate against the base's in the same turn, with
+its quartiles: the ratio and its spread. On a shared machine the rates swing with the
+neighbours; CPU time does much less, so it also prints the CPU per rollout of each node's
+process tree and of the client (this process), and the median, over turns, of the whole
+step's CPU with metrics against without: on CPU-bound nodes that is the throughput cost.
+``--control`` runs the base on both nodes (an A/A run): the spread noise alone gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import _local_node
+import _proc
+import httpx
+
+from collimate_rl.bench import grpo
+from collimate_rl.wire import CollimateClient
+
+
+def _scraper(sock: str, every: float, stop: threading.Event) -> int:
+    scrapes = 0
+    with httpx.Client(transport=httpx.HTTPTransport(uds=sock)) as http:
+        while not stop.wait(every):
+            http.get("http://localhost/metrics").raise_for_status()
+            scrapes += 1
+    return scrapes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", type=Path, required=True, help="the base source tree")
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--size", type=int, default=8)
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--scrape", type=float, default=1.0, help="seconds between scrapes")
+    parser.add_argument("--control", action="store_true", help="the base on both nodes (A/A)")
+    args = parser.parse_args()
+    base_env = {**os.environ, "PYTHONPATH": str(args.base.resolve())}
+    nodes = {
+        "base": _local_node.start("obs-base-", env=base_env),
+        "metrics": _local_node.start("obs-metrics-", env=base_env if args.control else None),
+    }
+    clients = {name: CollimateClient(unix_socket=sock) for name, (_, sock) in nodes.items()}
+    stop = threading.Event()
+    scrapes: list[int] = []
+    try:
+        for name, (proc, _) in nodes.items():
+            _local_node.wait_ready(clients[name], proc)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=nodes["base"][1])) as http:
+            assert http.get("http://localhost/metrics").status_code == 404, "--base has metrics"
+        if args.scrape > 0 and not args.control:
+            thread = threading.Thread(
+                target=lambda: scrapes.append(_scraper(nodes["metrics"][1], args.scrape, stop))
+            )
+            thread.start()
+        envs = {
+            name: grpo.open_vector_env(client, "humaneval", args.groups, args.size)
+            for name, client in clients.items()
+        }
+        rates: dict[str, list[float]] = {name: [] for name in envs}
+        node_cpu: dict[str, list[float]] = {name: [] for name in envs}  # ms per rollout
+        client_cpu: dict[str, list[float]] = {name: [] for name in envs}
+        try:
+            for episode in range(args.episodes + 1):
+                order = list(envs) if episode % 2 else list(reversed(envs))  # who goes first
+                for name in order:
+                    pid = nodes[name][0].pid
+                    tree0, own0 = _proc.tree_cpu_ms(pid), time.process_time()
+                    run = grpo.run_episodes(envs[name], 1, warmup=False, first=episode)
+                    tree1, own1 = _proc.tree_cpu_ms(pid), time.process_time()
+                    assert run.rewards == [float(r.should_pass) for r in run.rollouts], name
+                    if episode:  # the first turn warms both up
+                        n = len(run.rollouts)
+                        rates[name].append(n / run.step_seconds)
+                        node_cpu[name].append((tree1 - tree0) / n)
+                        client_cpu[name].append((own1 - own0) * 1e3 / n)
+        finally:
+            for env in envs.values():
+                env.close()
+    finally:
+        stop.set()
+        for client in clients.values():
+            client.close()
+        for proc, sock in nodes.values():
+            _local_node.stop(proc, sock)
+    ratios = [m / b for m, b in zip(rates["metrics"], rates["base"], strict=True)]
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    which = "A/A control: base on both nodes" if args.control else "base vs metrics"
+    print(
+        f"HumanEval vector env step, G={args.groups} x K={args.size}, {args.episodes} turns, {which}"
+    )
+    for name in envs:
+        print(
+            f"  {name:8s} median {statistics.median(rates[name]):7.1f} rollouts/s, CPU per "
+            f"rollout: node tree {statistics.median(node_cpu[name]):.2f} ms, "
+            f"client {statistics.median(client_cpu[name]):.2f} ms"
+        )
+    print(f"  rate metrics/base, per turn: median {median:.3f} (quartiles {q1:.3f} .. {q3:.3f})")
+    total = {n: [a + b for a, b in zip(node_cpu[n], client_cpu[n], strict=True)] for n in envs}
+    cpu = [m / b for m, b in zip(total["metrics"], total["base"], strict=True)]
+    c1, cmed, c3 = statistics.quantiles(cpu, n=4)
+    print(f"  step CPU metrics/base, per turn: median {cmed:.3f} (quartiles {c1:.3f} .. {c3:.3f})")
+    if scrapes:
+        print(f"  the metrics node was scraped {scrapes[0]} times (every {args.scrape:g} s)")
+
+
+if __name__ == "__main__":
+    main()
