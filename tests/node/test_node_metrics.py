@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,26 @@ async def test_the_metrics_token_opens_nothing_but_the_metrics(
         attack = await http.request(method, path, headers=scraper, json={"command": "id"})
         assert attack.status_code == 401, (method, path, attack.status_code)
         assert attack.json()["error_code"] == "unauthorized"
+
+
+def test_a_client_that_leaves_is_a_cancellation(node_factory: Callable[..., ThreadedNode]) -> None:
+    node = node_factory()
+    template = python_template(node.runtime.templates())
+    with node.client() as http:
+        before = scrape(http)
+        with node.client(timeout=1.0) as impatient, pytest.raises(httpx.ReadTimeout):
+            impatient.post("/v1/exec", json={"template_id": template, "command": "sleep 30"})
+        deadline = time.monotonic() + 20
+        while True:  # the node notices the closed connection, then cancels the exec
+            after = scrape(http)
+            if delta(before, after, "collimate_cancellations_total", route="POST /v1/exec"):
+                break
+            assert time.monotonic() < deadline, "no cancellation counted"
+            time.sleep(0.1)
+    assert delta(before, after, "collimate_cancellations_total", route="POST /v1/exec") == 1
+    assert delta(before, after, "collimate_execs_total", kind="oneshot", outcome="cancelled") == 1
+    assert value(after, "collimate_execs_in_flight") == 0
+    assert (
+        delta(before, after, "collimate_http_requests_total", route="POST /v1/exec", status="499")
+        == 1
+    )
