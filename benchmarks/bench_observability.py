@@ -43,6 +43,65 @@ def _scraper(sock: str, every: float, stop: threading.Event) -> int:
     return scrapes
 
 
+def micro_costs(per_request: int) -> dict[str, float]:
+    """Microseconds of this process's CPU for each piece of the instrumentation, measured
+    in-process (best of 5 timings): the request-id middleware per request, the exec's
+    tally and the grade check per exec, a scrape's render."""
+    import asyncio
+    import timeit
+
+    from collimate_rl.node.metrics import ExecTally, NodeMetrics
+    from collimate_rl.node.request_ids import RequestIdMiddleware
+    from collimate_rl.node.runtime._warm import warm_stub_for
+    from collimate_rl.node.runtime.base import ExecSpec
+    from collimate_rl.node.runtime.workers import grade_of
+
+    metrics = NodeMetrics()
+    path = "/tmp/colgrade_0123456789abcdef.json"
+    spec = ExecSpec(code=warm_stub_for(path), files=((path, b"{}" * 200),), seed="ab" * 32)
+
+    def tally() -> None:
+        with ExecTally(metrics, "session", grade=grade_of(spec) is not None) as t:
+            t.ran(0, False)
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b"{}"})  # type: ignore[operator]
+
+    async def sink(message: object) -> None:
+        pass
+
+    wrapped = RequestIdMiddleware(app, metrics)
+    scope = {"type": "http", "method": "POST", "path": "/v1/exec/batch", "headers": []}
+    loop = asyncio.new_event_loop()
+
+    def through(handler: object, n: int) -> None:
+        async def many() -> None:
+            for _ in range(n):
+                await handler(scope, None, sink)  # type: ignore[operator]
+
+        loop.run_until_complete(many())
+
+    def best(fn: object, number: int) -> float:
+        return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6  # type: ignore[arg-type]
+
+    try:
+        middleware = (
+            best(lambda: through(wrapped, 1000), 1) / 1000
+            - best(lambda: through(app, 1000), 1) / 1000
+        )
+    finally:
+        loop.close()
+    for _ in range(50):
+        metrics.request("POST /v1/exec/batch", 200)
+    return {
+        "middleware per request": middleware,
+        "tally + grade check per exec": best(tally, 2000),
+        "render per scrape": best(metrics.render, 50),
+        "items per request": float(per_request),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=Path, required=True, help="the base source tree")
@@ -119,6 +178,22 @@ def main() -> None:
     print(f"  step CPU metrics/base, per turn: median {cmed:.3f} (quartiles {c1:.3f} .. {c3:.3f})")
     if scrapes:
         print(f"  the metrics node was scraped {scrapes[0]} times (every {args.scrape:g} s)")
+    costs = micro_costs(args.groups * args.size)
+    per_rollout = costs["tally + grade check per exec"] + costs["middleware per request"] / (
+        args.groups * args.size
+    )
+    scrape_share = costs["render per scrape"] / (args.scrape or float("inf"))  # us per second
+    rate = statistics.median(rates["metrics"])
+    per_rollout += scrape_share / rate
+    base_cpu = statistics.median(total["base"]) * 1e3  # us per rollout
+    print(
+        "  in-process costs (us, best of 5): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in costs.items() if k != "items per request")
+    )
+    print(
+        f"  so per rollout ~{per_rollout:.1f} us of CPU: {100 * per_rollout / base_cpu:.2f}% of "
+        f"the step's {base_cpu / 1e3:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ __all__ = [
     "NetworkRequiresProError",
     "QuotaExceededError",
     "error_from_envelope",
+    "note_request_id",
 ]
 
 
@@ -219,6 +220,19 @@ def error_from_envelope(
         # while draining/capacity keep their own class via multiple bases.
         cls = _gateway_twin(cls)
     return cls(message, status=status, error_code=code)
+
+
+def note_request_id(err: CollimateError, request_id: str | None) -> CollimateError:
+    """Record the node's request id on ``err`` and at the end of its message; ``err``.
+
+    >>> str(note_request_id(CollimateServerError("HTTP 500: boom"), "req_0123456789abcdef"))
+    'HTTP 500: boom (request req_0123456789abcdef)'
+    """
+    if request_id is not None:
+        err.request_id = request_id
+        if err.args:
+            err.args = (f"{err.args[0]} (request {request_id})", *err.args[1:])
+    return err
 
 
 _TWINS: dict[type[CollimateServerError], type[CollimateServerError]] = {}

@@ -55,8 +55,9 @@ The batch extensions (GRPO groups in one request): ``POST /v1/exec/batch`` with
 ``{"items": [{"session_id": id | null, "template_id", ...exec fields}, ...]}``
 (1..1024 items; no ``session_id``: a one-shot exec in ``template_id``) runs the
 items concurrently and answers 200 ``{"results": [...]}`` in item order, each an
-exec response or ``{"error", "error_code", "status"}`` (the status the single
-route would have answered). Admission takes a place per item, in order, while
+exec response or ``{"error", "error_code", "status", "request_id"}`` (the status the
+single route would have answered; the batch's request id, which the item's line in the
+node's log names). Admission takes a place per item, in order, while
 places (running slots plus queue) are free: none free is 503 ``at_capacity``
 for the batch (nothing ran), and items past the free places get
 ``at_capacity`` as their own error (they did not run); admitted items wait for

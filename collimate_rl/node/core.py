@@ -26,13 +26,14 @@ from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.egress.policy import OPEN, EgressPolicy
 from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
-from collimate_rl.node.metrics import ExecTally, NodeMetrics, session_counts
+from collimate_rl.node.metrics import INFRA_CODES, ExecTally, NodeMetrics, session_counts
 from collimate_rl.node.models import (
     BakeRequest,
     BatchExecItem,
     CreateSessionRequest,
     ExecRequest,
 )
+from collimate_rl.node.request_ids import REQUEST_ID
 from collimate_rl.node.runtime.base import (
     ExecOutcome,
     ExecSpec,
@@ -528,7 +529,14 @@ class Node:
                     return await self.exec_in_session(item.session_id, item, batched=True)
                 return await self.exec_once(item, batched=True)
             except NodeError as exc:
-                return {"error": exc.message, "error_code": exc.code, "status": exc.status}
+                # as a single request's access line would: its line names the request id
+                level = logging.WARNING if exc.code in INFRA_CODES else logging.INFO
+                logger.log(level, "batch item %d: %s: %s", index, exc.code, exc.message)
+                error = {"error": exc.message, "error_code": exc.code, "status": exc.status}
+                request_id = REQUEST_ID.get()
+                if request_id is not None:  # the SDK's error for this item carries it
+                    error["request_id"] = request_id
+                return error
 
         try:
             results = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))

@@ -38,6 +38,7 @@ from collimate_rl.errors import (
     CollimateTransportError,
     CollimateUsageError,
     error_from_envelope,
+    note_request_id,
 )
 from collimate_rl.seeds import is_valid_seed
 
@@ -248,9 +249,7 @@ def _outcome(req: Request, reply: Reply, gateway: bool) -> tuple[Any, CollimateE
     except ValueError:
         payload = None
     err = error_from_envelope(reply.status, payload, reason=reply.reason, gateway=gateway)
-    if reply.request_id is not None:
-        err.request_id = reply.request_id
-        err.args = (f"{err.args[0]} (request {reply.request_id})",) if err.args else err.args
+    note_request_id(err, reply.request_id)
     return None, err, _retryable_status(req, reply.status, err.error_code, gateway)
 
 

@@ -118,3 +118,25 @@ async def test_the_async_client_reads_the_id(node_factory: Callable[..., Threade
         with pytest.raises(CollimateNotFoundError) as caught:
             await client.session_exec("ses_nope", command="true")
     assert (caught.value.request_id or "").startswith("req_")
+
+
+def test_a_batch_items_error_names_the_batch_request(
+    node_factory: Callable[..., ThreadedNode],
+) -> None:
+    node = node_factory()
+    template = python_template(node.runtime.templates())
+    with CollimateClient(node.base_url, retries=0) as client:
+        ok, gone = client.exec_batch(
+            [
+                {"template_id": template, "command": "true"},
+                {"session_id": "ses_gone", "command": "true"},
+            ]
+        )
+    assert ok.exit_code == 0
+    assert isinstance(gone, CollimateNotFoundError)
+    assert (gone.request_id or "").startswith("req_") and gone.request_id in str(gone)
+    with node.client() as http:
+        resp = http.post(
+            "/v1/exec/batch", json={"items": [{"session_id": "ses_x", "command": "true"}]}
+        )
+    assert resp.json()["results"][0]["request_id"] == resp.headers["x-request-id"]
