@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from collimate_rl.node.metrics import route_label
+from collimate_rl.node.request_ids import route_label
 
 __all__ = ["CLIENT_CLOSED_REQUEST", "ClientGone", "on_client_gone", "until_client_leaves"]
 

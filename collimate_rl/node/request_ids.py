@@ -31,9 +31,16 @@ from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from collimate_rl.node.metrics import NodeMetrics, route_label
+from collimate_rl.node.metrics import NodeMetrics
 
-__all__ = ["HEADER", "REQUEST_ID", "RequestIdMiddleware", "accepted_id", "new_request_id"]
+__all__ = [
+    "HEADER",
+    "REQUEST_ID",
+    "RequestIdMiddleware",
+    "accepted_id",
+    "new_request_id",
+    "route_label",
+]
 
 #: The header, both ways (lower case, as ASGI spells headers).
 HEADER: Final = b"x-request-id"
@@ -58,6 +65,44 @@ def accepted_id(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         if name == HEADER:
             return value.decode("ascii") if _VALID.fullmatch(value) else None
     return None
+
+
+#: Paths that are their own route label; any other path outside the
+#: ``/v1/sessions/{id}`` family is ``other`` (a client picks paths: no label per path).
+_STATIC_ROUTES: Final = frozenset(
+    {
+        "/v1/health",
+        "/health",
+        "/metrics",
+        "/v1/sessions",
+        "/v1/exec",
+        "/exec",
+        "/v1/exec/batch",
+        "/v1/templates",
+        "/v1/sessions/delete",
+    }
+)
+
+
+def route_label(method: str, path: str) -> str:
+    """A request's ``route`` label: the method and the route's template, never an id.
+
+    >>> route_label("POST", "/v1/sessions/ses_abc/exec")
+    'POST /v1/sessions/{id}/exec'
+    >>> route_label("GET", "/v1/sessions/ses_abc"), route_label("GET", "/etc/passwd")
+    ('GET /v1/sessions/{id}', 'GET other')
+    """
+    if method not in ("GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"):
+        method = "OTHER"
+    if path in _STATIC_ROUTES:
+        return f"{method} {path}"
+    parts = path.split("/")
+    if len(parts) >= 4 and parts[1] == "v1" and parts[2] == "sessions" and parts[3]:
+        if len(parts) == 4:
+            return f"{method} /v1/sessions/{{id}}"
+        if len(parts) == 5 and parts[4] in ("exec", "fork"):
+            return f"{method} /v1/sessions/{{id}}/{parts[4]}"
+    return f"{method} other"
 
 
 class RequestIdMiddleware:
