@@ -29,6 +29,7 @@ __all__ = ["JsonFormatter", "RequestIdFilter", "TextFormatter", "configure_loggi
 #: The access line's fields a JSON line carries as its own keys.
 _FIELDS: Final = ("method", "path", "status", "duration_ms")
 LOG_FORMATS: Final = ("text", "json")
+_HANDLER_NAME: Final = "collimate-node"
 
 
 class RequestIdFilter(logging.Filter):
@@ -80,8 +81,10 @@ def configure_logging(level: str = "info", log_format: str = "text") -> None:
     handler = logging.StreamHandler()
     handler.addFilter(RequestIdFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if old.get_name() == _HANDLER_NAME:  # ours from an earlier call; others stay
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
