@@ -231,6 +231,10 @@ class Node:
         self.config = config or NodeConfig()
         #: this node's Prometheus metrics (``GET /metrics``; docs/operations.md)
         self.metrics = NodeMetrics(self)
+        # a runtime that reports to them (image pulls, the image store) gets them here
+        attach = getattr(runtime, "attach_metrics", None)
+        if callable(attach):
+            attach(self.metrics)
         self.sessions = SessionRegistry(
             runtime,
             max_sessions=self.config.max_sessions,
