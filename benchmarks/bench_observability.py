@@ -136,20 +136,30 @@ def main() -> None:
         rates: dict[str, list[float]] = {name: [] for name in envs}
         node_cpu: dict[str, list[float]] = {name: [] for name in envs}  # ms per rollout
         client_cpu: dict[str, list[float]] = {name: [] for name in envs}
+        own_cpu: dict[str, list[float]] = {name: [] for name in envs}  # the node process alone
         try:
             for episode in range(args.episodes + 1):
                 order = list(envs) if episode % 2 else list(reversed(envs))  # who goes first
                 for name in order:
                     pid = nodes[name][0].pid
-                    tree0, own0 = _proc.tree_cpu_ms(pid), time.process_time()
+                    node0, tree0, own0 = (
+                        _proc.usage(pid)[0],
+                        _proc.tree_cpu_ms(pid),
+                        time.process_time(),
+                    )
                     run = grpo.run_episodes(envs[name], 1, warmup=False, first=episode)
-                    tree1, own1 = _proc.tree_cpu_ms(pid), time.process_time()
+                    node1, tree1, own1 = (
+                        _proc.usage(pid)[0],
+                        _proc.tree_cpu_ms(pid),
+                        time.process_time(),
+                    )
                     assert run.rewards == [float(r.should_pass) for r in run.rollouts], name
                     if episode:  # the first turn warms both up
                         n = len(run.rollouts)
                         rates[name].append(n / run.step_seconds)
                         node_cpu[name].append((tree1 - tree0) / n)
                         client_cpu[name].append((own1 - own0) * 1e3 / n)
+                        own_cpu[name].append((node1 - node0) / n)
         finally:
             for env in envs.values():
                 env.close()
@@ -168,7 +178,8 @@ def main() -> None:
     for name in envs:
         print(
             f"  {name:8s} median {statistics.median(rates[name]):7.1f} rollouts/s, CPU per "
-            f"rollout: node tree {statistics.median(node_cpu[name]):.2f} ms, "
+            f"rollout: node tree {statistics.median(node_cpu[name]):.2f} ms (the node process "
+            f"{statistics.median(own_cpu[name]):.2f}), "
             f"client {statistics.median(client_cpu[name]):.2f} ms"
         )
     print(f"  rate metrics/base, per turn: median {median:.3f} (quartiles {q1:.3f} .. {q3:.3f})")
