@@ -14,7 +14,9 @@ its quartiles: the ratio and its spread. On a shared machine the rates swing wit
 neighbours; CPU time does much less, so it also prints the CPU per rollout of each node's
 process tree and of the client (this process), and the median, over turns, of the whole
 step's CPU with metrics against without: on CPU-bound nodes that is the throughput cost.
-``--control`` runs the base on both nodes (an A/A run): the spread noise alone gives.
+``--control`` runs the base on both nodes (an A/A run): the spread noise alone gives, and
+any bias of the second node started (the ``metrics`` one); ``--swap`` starts the metrics
+node first, so the geometric mean of a run and a swapped run's ratios cancels that bias.
 """
 
 from __future__ import annotations
@@ -110,12 +112,18 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--scrape", type=float, default=1.0, help="seconds between scrapes")
     parser.add_argument("--control", action="store_true", help="the base on both nodes (A/A)")
+    parser.add_argument("--swap", action="store_true", help="start the metrics node first")
     args = parser.parse_args()
     base_env = {**os.environ, "PYTHONPATH": str(args.base.resolve())}
-    nodes = {
-        "base": _local_node.start("obs-base-", env=base_env),
-        "metrics": _local_node.start("obs-metrics-", env=base_env if args.control else None),
+    starts = {
+        "base": lambda: _local_node.start("obs-base-", env=base_env),
+        "metrics": lambda: _local_node.start(
+            "obs-metrics-", env=base_env if args.control else None
+        ),
     }
+    first = ["metrics", "base"] if args.swap else ["base", "metrics"]
+    started = {name: starts[name]() for name in first}
+    nodes = {name: started[name] for name in ("base", "metrics")}
     clients = {name: CollimateClient(unix_socket=sock) for name, (_, sock) in nodes.items()}
     stop = threading.Event()
     scrapes: list[int] = []
@@ -172,6 +180,7 @@ def main() -> None:
     ratios = [m / b for m, b in zip(rates["metrics"], rates["base"], strict=True)]
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     which = "A/A control: base on both nodes" if args.control else "base vs metrics"
+    which += ", the metrics node started first" if args.swap else ""
     print(
         f"HumanEval vector env step, G={args.groups} x K={args.size}, {args.episodes} turns, {which}"
     )
