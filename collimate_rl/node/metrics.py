@@ -14,7 +14,7 @@ process (tests, a notebook) count apart.
 
 What the node counts as a *grade* (see docs/operations.md): an exec whose
 request is the SDK's warm-harness stub (what every grade our SDK sends to our
-node is, after the first). Its outcome is the harness's: ``verdict`` (it ran the
+node is, unless that node answered a stub with a miss). Its outcome is the harness's: ``verdict`` (it ran the
 tests and printed its frame; whether they passed is in the frame, which the
 trainer reads; the node computes no reward), ``miss`` (no warm harness here: the
 SDK resends the full program, which the node counts as a plain exec),
