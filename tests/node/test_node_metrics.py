@@ -6,6 +6,7 @@ difference between two scrapes around known work.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -283,3 +284,24 @@ async def test_a_runtime_reports_image_pulls_through_the_nodes_metrics(tmp_path:
     assert samples["collimate_image_pulls_total", (("outcome", "ok"),)] == 1
     assert samples["collimate_image_pull_bytes_total", ()] == 123_456
     assert samples["collimate_image_store_bytes", ()] == 123_456
+
+
+def test_a_metrics_token_needs_the_nodes_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from collimate_rl.node.server import main as serve_main
+
+    token = tmp_path / "metrics-token"
+    token.write_text("a-metrics-token-1234")
+    token.chmod(0o600)
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    try:
+        code = serve_main(
+            ["--isolation", "none", "--port", "0", "--metrics-token-file", str(token)]
+        )
+    finally:
+        for handler in set(root.handlers) - set(handlers):  # serve's own log handler
+            root.removeHandler(handler)
+    assert code == 2  # refused before anything was bound or started
+    assert "--metrics-token-file needs --token-file" in capsys.readouterr().err
