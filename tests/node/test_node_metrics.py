@@ -295,7 +295,7 @@ def test_a_metrics_token_needs_the_nodes_token(
     token.write_text("a-metrics-token-1234")
     token.chmod(0o600)
     root = logging.getLogger()
-    handlers = list(root.handlers)
+    handlers, level = list(root.handlers), root.level
     try:
         code = serve_main(
             ["--isolation", "none", "--port", "0", "--metrics-token-file", str(token)]
@@ -303,5 +303,6 @@ def test_a_metrics_token_needs_the_nodes_token(
     finally:
         for handler in set(root.handlers) - set(handlers):  # serve's own log handler
             root.removeHandler(handler)
+        root.setLevel(level)
     assert code == 2  # refused before anything was bound or started
     assert "--metrics-token-file needs --token-file" in capsys.readouterr().err
