@@ -19,8 +19,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
-def start(prefix: str, preexec_fn: Callable[[], None] | None = None) -> tuple[Any, str]:
-    """Start a node; ``(its process, its socket path)`` (the socket may not exist yet)."""
+def start(
+    prefix: str,
+    preexec_fn: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[Any, str]:
+    """Start a node (in ``env``, default this one's); ``(its process, its socket path)``
+    (the socket may not exist yet)."""
     folder = tempfile.mkdtemp(prefix=prefix)
     sock = os.path.join(folder, "node.sock")
     node = subprocess.Popen(
@@ -28,6 +33,7 @@ def start(prefix: str, preexec_fn: Callable[[], None] | None = None) -> tuple[An
         cwd=folder,
         stderr=subprocess.DEVNULL,
         preexec_fn=preexec_fn,
+        env=env,
     )
     return node, sock
 

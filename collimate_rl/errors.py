@@ -51,6 +51,7 @@ __all__ = [
     "NetworkRequiresProError",
     "QuotaExceededError",
     "error_from_envelope",
+    "note_request_id",
 ]
 
 
@@ -60,14 +61,23 @@ class CollimateError(RuntimeError):
     Attributes:
         status: the HTTP status, or ``None`` when there was no HTTP answer.
         error_code: the contract's stable error code, or ``None``.
+        request_id: the answer's ``X-Request-Id`` (our node sends one with every
+            answer; its log lines name it), or ``None`` (no answer, or a server
+            that sends none, such as a real daemon).
     """
 
     def __init__(
-        self, message: str, *, status: int | None = None, error_code: str | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_code: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.error_code = error_code
+        self.request_id = request_id
 
 
 class CollimateTransportError(CollimateError):
@@ -210,6 +220,19 @@ def error_from_envelope(
         # while draining/capacity keep their own class via multiple bases.
         cls = _gateway_twin(cls)
     return cls(message, status=status, error_code=code)
+
+
+def note_request_id(err: CollimateError, request_id: str | None) -> CollimateError:
+    """Record the node's request id on ``err`` and at the end of its message; ``err``.
+
+    >>> str(note_request_id(CollimateServerError("HTTP 500: boom"), "req_0123456789abcdef"))
+    'HTTP 500: boom (request req_0123456789abcdef)'
+    """
+    if request_id is not None:
+        err.request_id = request_id
+        if err.args:
+            err.args = (f"{err.args[0]} (request {request_id})", *err.args[1:])
+    return err
 
 
 _TWINS: dict[type[CollimateServerError], type[CollimateServerError]] = {}

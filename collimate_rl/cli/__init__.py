@@ -7,6 +7,7 @@ Commands (``collimate COMMAND --help`` for each):
 * ``exec``: a command, code or a file in a fresh sandbox; ``grade``: one
   completion against one task; ``eval``: pass@k of a completions JSONL (resumable,
   see :mod:`collimate_rl.evaluation`); ``replay``: re-run a replay manifest;
+* ``top``: a live view of a node or a fleet (from their ``/metrics``);
 * ``bench``: the benchmark suite; ``demo``: a GRPO group graded on a local node.
 
 Client commands reach the node given by ``--url`` (``http://host:port`` or

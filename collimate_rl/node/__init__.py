@@ -2,7 +2,8 @@
 
 Start one for tests and notebooks with :class:`LocalNode` (a subprocess, only
 ``httpx`` needed in the caller) or in the foreground with :func:`serve` /
-``collimate serve`` (needs the ``node`` extra: fastapi, uvicorn, pydantic).
+``collimate serve`` (needs the ``node`` extra: fastapi, uvicorn, pydantic,
+prometheus-client).
 
 >>> from collimate_rl.node import LocalNode
 >>> LocalNode(isolation="none").socket_path is None  # not started yet

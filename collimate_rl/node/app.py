@@ -4,6 +4,7 @@ Routes (all JSON; errors are ``{error, error_code}``):
 
 =======  ============================  =====  ==========================================
 GET      /v1/health, /health           200
+GET      /metrics                      200    Prometheus text (docs/operations.md)
 GET      /v1/sessions                  200    list of SessionInfo
 POST     /v1/sessions                  201    400, 404 no_template, 502 service_not_ready,
                                               503 at_capacity/draining
@@ -21,6 +22,8 @@ POST     /v1/sessions/delete           200    400
 Anywhere: 404 ``not_found`` (unknown path), 405 ``method_not_allowed``, 413
 ``payload_too_large``, 500 ``internal_error`` (a short message, never a
 traceback). Request bodies are read as JSON whatever their ``Content-Type``.
+Every response carries ``X-Request-Id`` (the client's own, or a new
+``req_<16 hex>``; :mod:`collimate_rl.node.request_ids`).
 With a token (``serve --token-file``), 401 ``unauthorized`` for any request
 without ``Authorization: Bearer <token>``, before anything else. An exec whose
 client disconnects is cancelled: its processes are killed, its slot is freed.
@@ -52,8 +55,9 @@ The batch extensions (GRPO groups in one request): ``POST /v1/exec/batch`` with
 ``{"items": [{"session_id": id | null, "template_id", ...exec fields}, ...]}``
 (1..1024 items; no ``session_id``: a one-shot exec in ``template_id``) runs the
 items concurrently and answers 200 ``{"results": [...]}`` in item order, each an
-exec response or ``{"error", "error_code", "status"}`` (the status the single
-route would have answered). Admission takes a place per item, in order, while
+exec response or ``{"error", "error_code", "status", "request_id"}`` (the status the
+single route would have answered; the batch's request id, which the item's line in the
+node's log names). Admission takes a place per item, in order, while
 places (running slots plus queue) are free: none free is 503 ``at_capacity``
 for the batch (nothing ran), and items past the free places get
 ``at_capacity`` as their own error (they did not run); admitted items wait for
@@ -80,7 +84,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from collimate_rl._version import __version__
@@ -92,6 +96,7 @@ from collimate_rl.node.errors import (
     error_response,
     install_error_handlers,
 )
+from collimate_rl.node.metrics import CONTENT_TYPE
 from collimate_rl.node.models import (
     BakeRequest,
     BakeResponse,
@@ -109,6 +114,7 @@ from collimate_rl.node.models import (
     OneShotExecRequest,
     SessionInfo,
 )
+from collimate_rl.node.request_ids import RequestIdMiddleware
 from collimate_rl.node.runtime.base import Runtime
 
 __all__ = ["BodyLimitMiddleware", "JsonBodyMiddleware", "create_app"]
@@ -135,6 +141,12 @@ router = APIRouter()
 async def health(node: NodeDep) -> JSONResponse:
     """Status, counts, templates, version and the isolation in force."""
     return JSONResponse(node.health())
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(node: NodeDep) -> Response:
+    """The node's Prometheus metrics, in the text format (:mod:`collimate_rl.node.metrics`)."""
+    return Response(node.metrics.render(), media_type=CONTENT_TYPE)
 
 
 @router.get("/v1/sessions", response_model=list[SessionInfo], tags=["sessions"])
@@ -326,6 +338,7 @@ def create_app(
     *,
     manage_lifecycle: bool = True,
     token: str | None = None,
+    metrics_token: str | None = None,
 ) -> FastAPI:
     """Build the node's ASGI app around ``runtime``.
 
@@ -340,6 +353,7 @@ def create_app(
         manage_lifecycle: start and close the node in the ASGI lifespan.
         token: require ``Authorization: Bearer <token>`` on every request
             (:mod:`collimate_rl.node.auth`); ``None``: no auth, as the daemon.
+        metrics_token: with ``token``, a second token that opens ``GET /metrics`` only.
     """
     node = Node(runtime, config)
 
@@ -371,7 +385,9 @@ def create_app(
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=node.config.max_body_bytes)
-    if token is not None:  # outermost: a request without it reaches nothing else
-        app.add_middleware(BearerTokenMiddleware, token=token)
+    if token is not None:  # a request without it reaches nothing else
+        app.add_middleware(BearerTokenMiddleware, token=token, metrics_token=metrics_token)
+    # outermost: every answer (a 401 too) carries its id and is counted
+    app.add_middleware(RequestIdMiddleware, metrics=node.metrics)
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]
     return app

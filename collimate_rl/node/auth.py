@@ -7,6 +7,10 @@ or run. The comparison is constant-time: both sides are hashed to fixed-size
 digests and compared with :func:`hmac.compare_digest`, so neither the
 token's content nor its length shows in the timing.
 
+A second, read-only token (``serve --metrics-token-file F``) opens
+``GET /metrics`` and nothing else: the credential a Prometheus server holds
+cannot run code on the node.
+
 >>> import asyncio
 >>> async def app(scope, receive, send):
 ...     await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -57,15 +61,30 @@ class BearerTokenMiddleware:
     Args:
         app: the node's app.
         token: the token requests must present.
+        metrics_token: a token that opens ``GET /metrics`` only (``None``: none).
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, metrics_token: str | None = None) -> None:
         self.app = app
         self._expected = _digest(check_token(token).encode("ascii"))
+        self._metrics = (
+            _digest(check_token(metrics_token).encode("ascii")) if metrics_token else None
+        )
+
+    def _allowed(self, scope: Scope) -> bool:
+        presented = _digest(_presented(scope))
+        if hmac.compare_digest(presented, self._expected):
+            return True
+        return (
+            self._metrics is not None
+            and scope.get("method") == "GET"
+            and scope.get("path") == "/metrics"
+            and hmac.compare_digest(presented, self._metrics)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         guarded = scope["type"] in ("http", "websocket")
-        if guarded and not hmac.compare_digest(_digest(_presented(scope)), self._expected):
+        if guarded and not self._allowed(scope):
             response = error_response(
                 "unauthorized",
                 "missing or wrong token: this node requires Authorization: Bearer <token> "

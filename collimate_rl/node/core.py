@@ -26,12 +26,14 @@ from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.egress.policy import OPEN, EgressPolicy
 from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
+from collimate_rl.node.metrics import INFRA_CODES, ExecTally, NodeMetrics, session_counts
 from collimate_rl.node.models import (
     BakeRequest,
     BatchExecItem,
     CreateSessionRequest,
     ExecRequest,
 )
+from collimate_rl.node.request_ids import REQUEST_ID
 from collimate_rl.node.runtime.base import (
     ExecOutcome,
     ExecSpec,
@@ -40,6 +42,7 @@ from collimate_rl.node.runtime.base import (
     ServiceSpec,
     SessionLost,
 )
+from collimate_rl.node.runtime.workers import grade_of
 from collimate_rl.node.sessions import SessionRecord, SessionRegistry
 
 __all__ = ["Node", "NodeConfig", "NodeState", "build_exec_spec", "choose_egress"]
@@ -226,12 +229,19 @@ class Node:
     def __init__(self, runtime: Runtime, config: NodeConfig | None = None) -> None:
         self.runtime = runtime
         self.config = config or NodeConfig()
+        #: this node's Prometheus metrics (``GET /metrics``; docs/operations.md)
+        self.metrics = NodeMetrics(self)
+        # a runtime that reports to them (image pulls, the image store) gets them here
+        attach = getattr(runtime, "attach_metrics", None)
+        if callable(attach):
+            attach(self.metrics)
         self.sessions = SessionRegistry(
             runtime,
             max_sessions=self.config.max_sessions,
             ttl_seconds=self.config.session_ttl,
             pool_size=self.config.pool_size,
             egress=self.config.egress,
+            on_egress=self.metrics.egress_decision,
         )
         #: baked templates' default egress policies (the gateway's EGRESS knob)
         self._egress_defaults: dict[str, EgressPolicy] = {}
@@ -283,13 +293,17 @@ class Node:
             raise NodeError("draining", "node is draining; send new work to another node")
 
     @contextlib.asynccontextmanager
-    async def _work(self) -> AsyncIterator[None]:
-        self._refuse_if_draining()
-        self._busy += 1
+    async def _work(self, op: str) -> AsyncIterator[None]:
         try:
-            yield
-        finally:
-            self._busy -= 1
+            self._refuse_if_draining()
+            self._busy += 1
+            try:
+                yield
+            finally:
+                self._busy -= 1
+        except NodeError as exc:
+            self.metrics.error(op, exc.code)
+            raise
 
     @contextlib.asynccontextmanager
     async def _admitted(self, *, batched: bool = False) -> AsyncIterator[None]:
@@ -316,6 +330,23 @@ class Node:
             "queued": self.admission.queued,
             "templates": list(self.runtime.templates()),
             "unavailable_templates": dict(getattr(self.runtime, "unavailable_templates", dict)()),
+            "version": __version__,
+            "isolation": str(getattr(isolation, "value", isolation)),
+        }
+
+    def metric_state(self) -> dict[str, Any]:
+        """What the scrape-time gauges show (:mod:`collimate_rl.node.metrics`)."""
+        isolation = getattr(self.runtime, "isolation", "unknown")
+        pooled = {t: self.sessions.pooled(t) for t in self.runtime.templates()}
+        return {
+            "running": self.admission.running,
+            "queued": self.admission.queued,
+            "max_inflight": self.admission.max_inflight,
+            "max_queue": self.admission.max_queue,
+            "max_sessions": self.config.max_sessions,
+            "draining": self.state is not NodeState.RUNNING,
+            "sessions": session_counts(rec.template_id for rec in self.sessions.records()),
+            "pooled": {t: n for t, n in pooled.items() if n},
             "version": __version__,
             "isolation": str(getattr(isolation, "value", isolation)),
         }
@@ -351,9 +382,10 @@ class Node:
 
     async def create_session(self, req: CreateSessionRequest) -> dict[str, Any]:
         """Create a session (a warm-pool hit when one is ready)."""
-        async with self._work():
+        async with self._work("create"):
             egress = self.egress_for(req.template_id, req.egress)
             rec, fork_ms, create_ms = await self.sessions.create(req.template_id, egress=egress)
+        self.metrics.created(create_ms / 1e3, pool_hit=fork_ms == 0.0)
         body: dict[str, Any] = {
             "session_id": rec.session_id,
             "template_id": rec.template_id,
@@ -367,7 +399,7 @@ class Node:
 
     async def bake(self, req: BakeRequest) -> dict[str, Any]:
         """Run ``req.setup`` over ``req.base`` and register the result as a new template."""
-        async with self._work():
+        async with self._work("bake"):
             if req.template_id in self.runtime.templates():
                 raise NodeError("template_exists", f"template {req.template_id!r} already exists")
             self.sessions.check_template(req.base)
@@ -413,8 +445,9 @@ class Node:
 
     async def fork(self, session_id: str, count: int) -> dict[str, Any]:
         """Fork a quiescent session into ``count`` children."""
-        async with self._work():
+        async with self._work("fork"):
             children, fork_ms = await self.sessions.fork(session_id, count)
+        self.metrics.forked_sessions(len(children), fork_ms / 1e3)
         return {
             "parent": session_id,
             "children": [
@@ -435,29 +468,34 @@ class Node:
         """Run one exec in an existing session."""
         start = time.perf_counter()
         request_id = f"req_{secrets.token_hex(8)}"
-        self._refuse_if_draining()
         spec = build_exec_spec(req)
-        self.sessions.get(session_id)  # 404 before queueing
-        async with self._admitted(batched=batched), self.sessions.using(session_id) as rec:
-            outcome = await self._run(rec, spec)
+        with ExecTally(self.metrics, "session", grade=grade_of(spec) is not None) as tally:
+            self._refuse_if_draining()
+            self.sessions.get(session_id)  # 404 before queueing
+            async with self._admitted(batched=batched), self.sessions.using(session_id) as rec:
+                outcome = await self._run(rec, spec)
+            tally.ran(outcome.exit_code, outcome.timed_out)
         return _exec_body(outcome, spec.seed, fork_ms=0.0, start=start, request_id=request_id)
 
     async def exec_once(self, req: ExecRequest, *, batched: bool = False) -> dict[str, Any]:
         """Create a session, exec once, and always delete it."""
         start = time.perf_counter()
         request_id = f"req_{secrets.token_hex(8)}"
-        self._refuse_if_draining()
         if req.template_id is None:
+            self._refuse_if_draining()
             raise NodeError("bad_request", "template_id is required for a one-shot exec")
         spec = build_exec_spec(req)
-        egress = self.egress_for(req.template_id, req.egress)
-        async with self._admitted(batched=batched):
-            rec, fork_ms, _ = await self.sessions.create(req.template_id, egress=egress)
-            try:
-                async with self.sessions.using(rec.session_id):
-                    outcome = await self._run(rec, spec)
-            finally:
-                await self.sessions.delete(rec.session_id)
+        with ExecTally(self.metrics, "oneshot", grade=grade_of(spec) is not None) as tally:
+            self._refuse_if_draining()
+            egress = self.egress_for(req.template_id, req.egress)
+            async with self._admitted(batched=batched):
+                rec, fork_ms, _ = await self.sessions.create(req.template_id, egress=egress)
+                try:
+                    async with self.sessions.using(rec.session_id):
+                        outcome = await self._run(rec, spec)
+                finally:
+                    await self.sessions.delete(rec.session_id)
+            tally.ran(outcome.exit_code, outcome.timed_out)
         return _exec_body(outcome, spec.seed, fork_ms=fork_ms, start=start, request_id=request_id)
 
     async def exec_batch(self, items: list[BatchExecItem]) -> dict[str, Any]:
@@ -471,23 +509,38 @@ class Node:
         failure (an unknown session, a lost sandbox) is that item's
         ``{"error", "error_code", "status"}``, never the batch's.
         """
-        self._refuse_if_draining()
-        admitted = self.admission.reserve(len(items))
-        if not admitted:
-            try:
-                self.admission.check()
-            except AtCapacity as exc:
-                raise NodeError("at_capacity", str(exc)) from exc
+        try:
+            self._refuse_if_draining()
+            admitted = self.admission.reserve(len(items))
+            if not admitted:
+                try:
+                    self.admission.check()
+                except AtCapacity as exc:
+                    raise NodeError("at_capacity", str(exc)) from exc
+        except NodeError as exc:  # nothing ran: each item was refused
+            for item in items:
+                kind = "session" if item.session_id is not None else "oneshot"
+                self.metrics.exec_failed(kind, exc.code, grade=False)
+            raise
 
         async def one(index: int, item: BatchExecItem) -> dict[str, Any]:
             try:
                 if index >= admitted:
+                    kind = "session" if item.session_id is not None else "oneshot"
+                    self.metrics.exec_failed(kind, "at_capacity", grade=False)
                     raise NodeError("at_capacity", "node at capacity: this batch item was shed")
                 if item.session_id is not None:
                     return await self.exec_in_session(item.session_id, item, batched=True)
                 return await self.exec_once(item, batched=True)
             except NodeError as exc:
-                return {"error": exc.message, "error_code": exc.code, "status": exc.status}
+                # as a single request's access line would: its line names the request id
+                level = logging.WARNING if exc.code in INFRA_CODES else logging.INFO
+                logger.log(level, "batch item %d: %s: %s", index, exc.code, exc.message)
+                error = {"error": exc.message, "error_code": exc.code, "status": exc.status}
+                request_id = REQUEST_ID.get()
+                if request_id is not None:  # the SDK's error for this item carries it
+                    error["request_id"] = request_id
+                return error
 
         try:
             results = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))

@@ -39,6 +39,8 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
+from collimate_rl.node.request_ids import route_label
+
 __all__ = ["CLIENT_CLOSED_REQUEST", "ClientGone", "on_client_gone", "until_client_leaves"]
 
 logger = logging.getLogger("collimate_rl.node")
@@ -103,6 +105,9 @@ async def until_client_leaves(receive: Receive, work: Awaitable[T]) -> T:
 
 async def on_client_gone(request: Request, exc: Exception) -> Response:
     """The handler for :class:`ClientGone`: log one line; the client is not there to answer."""
+    node = getattr(request.app.state, "node", None)
+    if node is not None:
+        node.metrics.cancellations.labels(route_label(request.method, request.url.path)).inc()
     logger.info(
         "client went away: %s %s cancelled (its processes killed, its slot freed)",
         request.method,

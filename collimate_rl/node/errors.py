@@ -124,6 +124,9 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
 async def _on_node_error(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, NodeError):  # pragma: no cover - registered for NodeError only
         raise exc
+    if exc.status >= 500 and exc.code not in ("at_capacity", "draining"):
+        # an infrastructure error: its line (with the request id) is what an operator looks for
+        logger.warning("%s: %s", exc.code, exc.message)
     return error_response(exc.code, exc.message, status=exc.status, extra=exc.extra)
 
 

@@ -72,6 +72,13 @@ def _free_port(host: str) -> int:
         return port
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new file only its owner can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def _url_host(host: str) -> str:
     """``host`` as it appears in a URL (IPv6 literals in brackets).
 
@@ -99,6 +106,8 @@ class LocalNode:
         share_site_packages: ``--share-site-packages`` (sandboxes import this
             environment's packages read-only; see docs/services.md).
         extra_args: more ``serve`` flags, verbatim.
+        metrics_token: over TCP, a read-only token for ``GET /metrics``
+            (``--metrics-token-file``: what a Prometheus server is given).
         workdir_root: make :attr:`workdir` inside this folder (default: the temp dir).
 
     Attributes:
@@ -126,6 +135,7 @@ class LocalNode:
         share_site_packages: bool = False,
         extra_args: tuple[str, ...] = (),
         workdir_root: str | Path | None = None,
+        metrics_token: str | None = None,
     ) -> None:
         self.isolation = isolation
         self.tcp = tcp or host is not None or port is not None
@@ -145,6 +155,7 @@ class LocalNode:
         self._flags += list(extra_args)
         self._drain_timeout = drain_timeout if drain_timeout is not None else 30.0
         self.workdir_root = workdir_root
+        self.metrics_token = metrics_token
         self.workdir: Path | None = None
         self.socket_path: Path | None = None
         self.base_url = "http://localhost"
@@ -180,10 +191,11 @@ class LocalNode:
             self.base_url = f"http://{_url_host(self.host)}:{port}"
             self.token = new_token()
             token_file = self.workdir / "token"
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(self.token)
+            _write_private(token_file, self.token)
             argv += ["--token-file", str(token_file)]
+            if self.metrics_token is not None:
+                _write_private(self.workdir / "metrics-token", self.metrics_token)
+                argv += ["--metrics-token-file", str(self.workdir / "metrics-token")]
         else:
             self.socket_path = self.workdir / "node.sock"
             argv += ["--socket", str(self.socket_path)]

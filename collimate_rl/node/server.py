@@ -37,6 +37,7 @@ from collimate_rl._binds import DEFAULT_HOST, exposure_warning
 from collimate_rl.node.app import create_app
 from collimate_rl.node.core import Node, NodeConfig
 from collimate_rl.node.egress.settings import EgressSettings
+from collimate_rl.node.logs import LOG_FORMATS, configure_logging
 from collimate_rl.node.runtime.base import Runtime, RuntimeError_
 
 __all__ = [
@@ -197,8 +198,12 @@ async def _serve_async(
     config: NodeConfig,
     log_level: str,
     token: str | None = None,
+    own_logging: bool = False,
+    metrics_token: str | None = None,
 ) -> None:
-    app = create_app(runtime, config, manage_lifecycle=False, token=token)
+    app = create_app(
+        runtime, config, manage_lifecycle=False, token=token, metrics_token=metrics_token
+    )
     node: Node = app.state.node
     try:
         # Fails here, before anything is served, if the runtime cannot start.
@@ -211,7 +216,10 @@ async def _serve_async(
             app,
             lifespan="off",
             log_level=log_level,
-            access_log=log_level == "debug",
+            # our own lines carry the request id (request_ids.py); uvicorn's would not
+            access_log=False,
+            # configured by run_from_args (--log-format): uvicorn's lines go through it too
+            log_config=None if own_logging else uvicorn.config.LOGGING_CONFIG,
             timeout_graceful_shutdown=2,  # the drain already waited for in-flight work
             timeout_keep_alive=30,
             server_header=False,
@@ -283,6 +291,8 @@ def serve(
     token: str | None = None,
     sandbox_uid: int | None = None,
     languages: str | None = None,
+    own_logging: bool = False,
+    metrics_token: str | None = None,
 ) -> None:
     """Run a node in the foreground until SIGTERM/SIGINT, then drain and stop cleanly.
 
@@ -301,6 +311,9 @@ def serve(
         token: require ``Authorization: Bearer <token>`` on every request.
         sandbox_uid: the host uid sandboxes run as (when the node is root).
         languages: the built-in language templates to offer (see :func:`make_runtime`).
+        metrics_token: with ``token``, a read-only token for ``GET /metrics`` (a scraper's).
+        own_logging: logging is configured already (``configure_logging``): uvicorn's
+            lines go through it instead of uvicorn's own handlers.
 
     Example (blocks, so not run here)::
 
@@ -336,7 +349,18 @@ def serve(
             )
         if socket_path is not None:
             _note_listen_socket(runtime, Path(socket_path))
-        run_event_loop(_serve_async(runtime, sock, where, config, log_level, token))
+        run_event_loop(
+            _serve_async(
+                runtime,
+                sock,
+                where,
+                config,
+                log_level,
+                token,
+                own_logging=own_logging,
+                metrics_token=metrics_token,
+            )
+        )
     finally:
         sock.close()
         if socket_path is not None:
@@ -365,6 +389,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="require 'Authorization: Bearer <token>' with the token in FILE (not readable "
         "by others) on every request; clients pass token= or set $COLLIMATE_SERVE_TOKEN. "
         "Recommended for TCP whenever the host has other users",
+    )
+    p.add_argument(
+        "--metrics-token-file",
+        default=None,
+        metavar="FILE",
+        help="with --token-file: a second token, in FILE, that opens GET /metrics and "
+        "nothing else (for a Prometheus server: docs/operations.md)",
     )
     p.add_argument(
         "--isolation",
@@ -413,6 +444,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     )
     p.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+    )
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text lines, or one JSON object per line (time, level, logger, message, "
+        "request_id, and the access line's method, path, status, duration_ms)",
     )
     p.add_argument(
         "--share-site-packages",
@@ -538,9 +576,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Serve with parsed ``serve`` flags; the exit status."""
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args.log_level, args.log_format)
     if args.isolation == "none":
         print(
             "collimate serve: --isolation none runs code WITHOUT a sandbox (dev only)",
@@ -552,6 +588,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"collimate serve: --token-file: {exc}", file=sys.stderr)
         return 2
+    metrics_token = None
+    if args.metrics_token_file is not None:
+        if token is None:
+            print("collimate serve: --metrics-token-file needs --token-file", file=sys.stderr)
+            return 2
+        try:
+            metrics_token = read_token_file(args.metrics_token_file)
+        except (OSError, ValueError) as exc:
+            print(f"collimate serve: --metrics-token-file: {exc}", file=sys.stderr)
+            return 2
     # Until the event loop takes over, a SIGTERM/SIGINT is only noted, so the
     # socket and runtime set up so far are still cleaned up.
     previous = {
@@ -573,6 +619,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             token=token,
             sandbox_uid=args.sandbox_uid,
             languages=args.languages,
+            own_logging=True,
+            metrics_token=metrics_token,
         )
     except (RuntimeError_, RuntimeError, OSError, ImportError, AttributeError, ValueError) as exc:
         # The boundary to the shell: one line saying what failed (the traceback

@@ -21,7 +21,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from collimate_rl.node.egress.gate import EgressGate
@@ -97,6 +97,7 @@ class SessionRegistry:
             ``<= 0`` disables reaping.
         pool_size: warm sessions kept per template (0 disables the pool).
         egress: the node's egress settings (for networked sessions' gates).
+        on_egress: told every egress proxy decision of every session (the metrics).
     """
 
     def __init__(
@@ -107,8 +108,10 @@ class SessionRegistry:
         ttl_seconds: float | None = 600.0,
         pool_size: int = 2,
         egress: EgressSettings | None = None,
+        on_egress: Callable[[str, str], None] | None = None,
     ) -> None:
         self.runtime = runtime
+        self.on_egress = on_egress
         self.egress_settings = egress or EgressSettings()
         self.max_sessions = max_sessions
         self.ttl_seconds = ttl_seconds if ttl_seconds and ttl_seconds > 0 else None
@@ -394,6 +397,7 @@ class SessionRegistry:
                     policy or EgressPolicy(mode="none"),  # fail closed
                     self.egress_settings,
                     owner=getattr(self.runtime, "sandbox_uid", None),
+                    on_decision=self.on_egress,
                 )
                 await gate.start()
                 rec.egress = gate

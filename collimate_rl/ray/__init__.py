@@ -18,14 +18,17 @@ from collimate_rl.ray._client import FleetClient
 from collimate_rl.ray._directory import FleetNode, NodeLoad, NodeState
 from collimate_rl.ray._errors import NodeLostError, NoHealthyNodeError
 from collimate_rl.ray._fleet import RayFleet
+from collimate_rl.ray._observe import FleetStats, NodeStats
 
 __all__ = [
     "AsyncFleetClient",
     "FleetClient",
     "FleetNode",
+    "FleetStats",
     "NoHealthyNodeError",
     "NodeLoad",
     "NodeLostError",
     "NodeState",
+    "NodeStats",
     "RayFleet",
 ]

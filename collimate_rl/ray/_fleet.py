@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import re
 import threading
 import time
@@ -37,12 +38,13 @@ import weakref
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from collimate_rl._bearer import bearer_headers
+from collimate_rl._bearer import bearer_headers, new_token
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.ray._async_client import AsyncFleetClient
 from collimate_rl.ray._client import FleetClient
@@ -50,6 +52,7 @@ from collimate_rl.ray._directory import Directory, FleetNode, NodeLoad, NodeStat
 from collimate_rl.ray._errors import NoHealthyNodeError
 from collimate_rl.ray._host import NODE_OPTIONS, NodeHost
 from collimate_rl.ray._ids import new_tag
+from collimate_rl.ray._observe import FleetStats, collect_stats, write_private, write_sd_file
 from collimate_rl.ray._router import no_healthy_node
 from collimate_rl.wire import CollimateClient
 
@@ -111,6 +114,9 @@ class RayFleet:
             runs beside training without taking its slots; its sandboxes still use CPU).
         poll_interval: seconds between checks of the cluster and the nodes' load.
         startup_timeout: seconds a node may take to start.
+        metrics_sd_file: keep this file a Prometheus ``file_sd_configs`` list of the
+            serving nodes, with their read-only metrics token in ``<file>.token``
+            (see :mod:`collimate_rl.ray._observe`, docs/operations.md).
         **node_options: ``LocalNode`` arguments for every node: ``max_inflight``,
             ``queue``, ``max_sessions``, ``session_ttl``, ``pool_size``,
             ``drain_timeout``, ``share_site_packages``, ``extra_args``.
@@ -125,6 +131,7 @@ class RayFleet:
         num_cpus: float = 0.0,
         poll_interval: float = 2.0,
         startup_timeout: float = 120.0,
+        metrics_sd_file: str | os.PathLike[str] | None = None,
         **node_options: Any,
     ) -> None:
         unknown = set(node_options) - NODE_OPTIONS
@@ -137,6 +144,10 @@ class RayFleet:
             raise CollimateUsageError("poll_interval and startup_timeout must be > 0")
         self._options: dict[str, Any] = {"isolation": isolation, **node_options}
         self._options["startup_timeout"] = startup_timeout
+        self._sd_file = Path(metrics_sd_file) if metrics_sd_file is not None else None
+        self._sd_text: str | None = None
+        if self._sd_file is not None:
+            self._options["metrics_token"] = new_token()
         self._port = port
         self._resource = resource
         self._num_cpus = num_cpus
@@ -173,6 +184,11 @@ class RayFleet:
             raise CollimateUsageError(
                 "RayFleet needs Ray running in this process: call ray.init() (a local Ray) "
                 "or ray.init(address='auto') (this machine's cluster) first"
+            )
+        if self._sd_file is not None:
+            write_private(
+                self._sd_file.with_name(self._sd_file.name + ".token"),
+                self._options["metrics_token"],
             )
         self._probe = httpx.Client(timeout=_PROBE_TIMEOUT, trust_env=False)
         self._joins = ThreadPoolExecutor(4, thread_name_prefix="collimate-fleet-join")
@@ -237,6 +253,14 @@ class RayFleet:
             raise CollimateUsageError(f"node {tag!r} is not part of this fleet")
         return member.actor
 
+    def stats(self, timeout: float = 5.0) -> FleetStats:
+        """Every serving node's ``/metrics`` now, read at once, and the fleet's totals.
+
+        A node that does not answer is a row with its ``error``, not an exception.
+        """
+        self._check_started()
+        return collect_stats(self._directory.nodes(), self._directory.token_of, timeout)
+
     def capacity(self) -> int:
         """Execs the healthy nodes run at once: a good ``concurrency`` for grading."""
         return self._directory.capacity()
@@ -279,6 +303,7 @@ class RayFleet:
                 stack.callback(self._joins.shutdown, wait=False, cancel_futures=True)
             for client in list(self._clients):
                 stack.callback(client.close)
+            stack.callback(self._write_sd)  # (runs after _stop_members: no targets left)
             stack.callback(self._stop_members)
 
     def __enter__(self) -> RayFleet:
@@ -313,7 +338,16 @@ class RayFleet:
             for node_id, row in alive.items():
                 if self._eligible(row) and not self._runs_on(node_id) and self._may_start(node_id):
                     self._launch(node_id, row)
+            self._write_sd()
         return self.nodes()
+
+    def _write_sd(self) -> None:
+        if self._sd_file is None:
+            return
+        try:
+            self._sd_text = write_sd_file(self._sd_file, self.nodes(), self._sd_text)
+        except OSError as exc:  # the fleet works on; the operator's scrape is stale
+            log.warning("could not write %s: %s", self._sd_file, exc)
 
     def check(self, tag: str) -> None:
         """Re-examine node ``tag`` now (its clients call this after an error)."""

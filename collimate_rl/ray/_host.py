@@ -54,6 +54,7 @@ NODE_OPTIONS: Final = frozenset(
         "startup_timeout",
         "share_site_packages",
         "extra_args",
+        "metrics_token",
     }
 )
 

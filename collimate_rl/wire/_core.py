@@ -38,6 +38,7 @@ from collimate_rl.errors import (
     CollimateTransportError,
     CollimateUsageError,
     error_from_envelope,
+    note_request_id,
 )
 from collimate_rl.seeds import is_valid_seed
 
@@ -101,11 +102,16 @@ class Request:
 
 @dataclass(frozen=True)
 class RawResponse:
-    """What a driver hands back for a request that got an HTTP answer."""
+    """What a driver hands back for a request that got an HTTP answer.
+
+    ``request_id`` is the answer's ``X-Request-Id`` header (our node's; a real
+    daemon sends none: ``None``).
+    """
 
     status: int
     reason: str
     content: bytes
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,7 @@ def _outcome(req: Request, reply: Reply, gateway: bool) -> tuple[Any, CollimateE
             err = CollimateProtocolError(
                 f"{req.method} {req.path}: HTTP {reply.status} body is not JSON ({exc})",
                 status=reply.status,
+                request_id=reply.request_id,
             )
             err.__cause__ = exc
             return None, err, req.idempotent
@@ -242,6 +249,7 @@ def _outcome(req: Request, reply: Reply, gateway: bool) -> tuple[Any, CollimateE
     except ValueError:
         payload = None
     err = error_from_envelope(reply.status, payload, reason=reply.reason, gateway=gateway)
+    note_request_id(err, reply.request_id)
     return None, err, _retryable_status(req, reply.status, err.error_code, gateway)
 
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from collimate_rl.errors import CollimateError, CollimateUsageError, error_from_envelope
+from collimate_rl.errors import (
+    CollimateError,
+    CollimateUsageError,
+    error_from_envelope,
+    note_request_id,
+)
 from collimate_rl.wire._core import (
     CallContext,
     Flow,
@@ -271,7 +276,9 @@ def exec_batch(ctx: CallContext, items: Sequence[Mapping[str, Any]]) -> Flow[lis
         result = _as_dict(result)
         if "error" in result:
             status = result.get("status")
-            out.append(error_from_envelope(status if isinstance(status, int) else 500, result))
+            err = error_from_envelope(status if isinstance(status, int) else 500, result)
+            request_id = result.get("request_id")  # our node names the batch's request
+            out.append(note_request_id(err, request_id if isinstance(request_id, str) else None))
         else:
             out.append(ExecResponse.from_raw(result))
     return out

@@ -107,6 +107,11 @@ class Exchange:
             raise httpx.RemoteProtocolError(str(exc) or "unreadable response") from exc
 
     @property
+    def request_id(self) -> str | None:
+        """The answer's ``X-Request-Id`` (our node's; a real daemon sends none)."""
+        return self.headers.get("x-request-id")
+
+    @property
     def reusable(self) -> bool:
         """Whether the connection can carry the next request (and is made ready for it)."""
         conn = self._conn
@@ -187,7 +192,7 @@ class NodeHTTP:
                 if exchange.feed(chunk):
                     break
             keep = unsent is None and exchange.reusable
-            return RawResponse(exchange.status, exchange.reason, exchange.body)
+            return RawResponse(exchange.status, exchange.reason, exchange.body, exchange.request_id)
         finally:
             if keep:
                 self._give_back(sock, conn)
@@ -337,7 +342,7 @@ class AsyncNodeHTTP:
                 if exchange.feed(chunk):
                     break
             keep = unsent is None and exchange.reusable
-            return RawResponse(exchange.status, exchange.reason, exchange.body)
+            return RawResponse(exchange.status, exchange.reason, exchange.body, exchange.request_id)
         finally:
             if keep and not self._closed:
                 self._idle.append((stream, conn, time.monotonic()))

@@ -140,7 +140,9 @@ def sync_send(http: httpx.Client | NodeHTTP, base: str, req: Request) -> RawResp
         params=dict(req.params) if req.params else None,
         timeout=req.timeout,
     )
-    return RawResponse(resp.status_code, resp.reason_phrase, resp.content)
+    return RawResponse(
+        resp.status_code, resp.reason_phrase, resp.content, resp.headers.get("x-request-id")
+    )
 
 
 async def async_send(
@@ -158,4 +160,6 @@ async def async_send(
         params=dict(req.params) if req.params else None,
         timeout=req.timeout,
     )
-    return RawResponse(resp.status_code, resp.reason_phrase, resp.content)
+    return RawResponse(
+        resp.status_code, resp.reason_phrase, resp.content, resp.headers.get("x-request-id")
+    )

@@ -59,6 +59,7 @@ def test_help_lists_every_command_and_the_exit_codes(cli: Cli) -> None:
         "grade",
         "eval",
         "replay",
+        "top",
         "bench",
     ):
         assert f"\n    {name}" in run.out

@@ -83,12 +83,18 @@ class Target:
 
 
 class Refused(Exception):
-    """The policy refuses the request; the message names the target, the policy and why."""
+    """The policy refuses the request; the message names the target, the policy and why.
 
-    def __init__(self, target: Target, policy: EgressPolicy, reason: str) -> None:
+    ``kind`` is the reason in one word from a fixed set (the node's metrics label):
+    ``no_egress``, ``deny_entry``, ``not_allowed``, ``node_socket``, ``non_public``,
+    ``no_address``.
+    """
+
+    def __init__(self, target: Target, policy: EgressPolicy, reason: str, kind: str) -> None:
         self.target = target
         self.policy = policy
         self.reason = reason
+        self.kind = kind
         super().__init__(f"{target.label} refused by egress policy {policy.describe()}: {reason}")
 
 
@@ -120,23 +126,25 @@ def check_target(policy: EgressPolicy, target: Target) -> bool:
     address it resolves to may be used).
     """
     if policy.mode == "none":
-        raise Refused(target, policy, "this session has no egress")
+        raise Refused(target, policy, "this session has no egress", "no_egress")
     if policy.mode == "denylist":
         for entry in policy.deny_rules:
             if (target.address is None and entry.matches_name(target.host, target.port)) or (
                 target.address is not None and entry.matches_address(target.address, target.port)
             ):
-                raise Refused(target, policy, f"it matches the deny entry {entry.text!r}")
+                raise Refused(
+                    target, policy, f"it matches the deny entry {entry.text!r}", "deny_entry"
+                )
         return False
     if policy.mode == "allowlist":
         if target.address is not None:
             if any(e.matches_address(target.address, target.port) for e in policy.allow_rules):
                 return False
-            raise Refused(target, policy, "no allow entry names it")
+            raise Refused(target, policy, "no allow entry names it", "not_allowed")
         if any(e.matches_name(target.host, target.port) for e in policy.allow_rules):
             return True
         if not any(e.kind == "net" for e in policy.allow_rules):
-            raise Refused(target, policy, "no allow entry names it")
+            raise Refused(target, policy, "no allow entry names it", "not_allowed")
     return False
 
 
@@ -147,22 +155,24 @@ def _address_refusal(
     settings: EgressSettings,
     name_allowed: bool,
     is_node: Callable[[IPAddress, int], bool],
-) -> str | None:
+) -> tuple[str, str] | None:
+    """Why ``address`` may not be used, and that reason's :attr:`Refused.kind`; or ``None``."""
     port = target.port
     shown = "it is" if target.address is not None else f"it resolves to {address}, which is"
     if is_node(address, port):
-        return f"{shown} this node's own listening socket (never reachable)"
+        return f"{shown} this node's own listening socket (never reachable)", "node_socket"
     named = any(e.matches_address(address, port) for e in policy.allow_rules)
     if policy.mode == "allowlist" and not (name_allowed or named):
-        return f"{shown} not named by any allow entry"
+        return f"{shown} not named by any allow entry", "not_allowed"
     for entry in policy.deny_rules:
         if entry.matches_address(address, port):
-            return f"{shown} in the deny entry {entry.text!r}"
+            return f"{shown} in the deny entry {entry.text!r}", "deny_entry"
     if not named and not settings.is_internet(address):
         where = "it is" if target.address is not None else f"it resolves to {address},"
         return (
             f"{where} a {address_kind(address)} address "
-            "(reachable only when an allowlist names it by IP or CIDR)"
+            "(reachable only when an allowlist names it by IP or CIDR)",
+            "non_public",
         )
     return None
 
@@ -184,7 +194,7 @@ def allowed_addresses(
         is_node: whether an address and port is one of the node's own sockets.
     """
     ok: list[IPAddress] = []
-    first: str | None = None
+    first: tuple[str, str] | None = None
     for address in dict.fromkeys(unmapped(a) for a in addresses):
         reason = _address_refusal(policy, target, address, settings, name_allowed, is_node)
         if reason is None:
@@ -192,5 +202,6 @@ def allowed_addresses(
         elif first is None:
             first = reason
     if not ok:
-        raise Refused(target, policy, first or "it resolves to no address")
+        text, kind = first or ("it resolves to no address", "no_address")
+        raise Refused(target, policy, text, kind)
     return ok

@@ -59,6 +59,7 @@ class EgressGate:
             the node runs as root.
         is_node: whether an address and port is one of the node's own
             listening sockets (always refused).
+        on_decision: told every proxy decision (see :class:`Opener`).
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class EgressGate:
         *,
         owner: int | None = None,
         is_node: Callable[[IPAddress, int], bool] = listening_here,
+        on_decision: Callable[[str, str], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.policy = policy
@@ -76,7 +78,9 @@ class EgressGate:
         self.stats = EgressStats()
         self.owner = owner
         self.closed = False
-        self._opener = Opener(policy, self.settings, self.stats, is_node=is_node)
+        self._opener = Opener(
+            policy, self.settings, self.stats, is_node=is_node, on_decision=on_decision
+        )
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task[None]] = set()
 

@@ -54,6 +54,10 @@ class Upstream:
     counters: HostCounters
 
 
+def _ignore(decision: str, reason: str) -> None:
+    pass
+
+
 class Opener:
     """Opens upstream connections for one session under its policy.
 
@@ -62,6 +66,9 @@ class Opener:
         settings: the node's egress settings.
         stats: the session's counters.
         is_node: whether an address and port is one of the node's own sockets.
+        on_decision: told ``(decision, reason)`` for every request: ``allowed``,
+            ``denied`` with :attr:`Refused.kind`, or ``failed`` with ``resolve`` or
+            ``connect`` (the node's metrics).
     """
 
     def __init__(
@@ -71,11 +78,13 @@ class Opener:
         stats: EgressStats,
         *,
         is_node: Callable[[IPAddress, int], bool] = listening_here,
+        on_decision: Callable[[str, str], None] | None = None,
     ) -> None:
         self.policy = policy
         self.settings = settings
         self.stats = stats
         self.is_node = is_node
+        self.on_decision = on_decision or _ignore
 
     async def open(self, target: Target) -> Upstream:
         """Connect to ``target``; raises :class:`Refused` or :class:`UpstreamError`."""
@@ -85,7 +94,11 @@ class Opener:
             if target.address is not None:
                 addresses: list[IPAddress] = [target.address]
             else:
-                addresses = await self._resolve(target, counters)
+                try:
+                    addresses = await self._resolve(target, counters)
+                except UpstreamError:
+                    self.on_decision("failed", "resolve")
+                    raise
             usable = allowed_addresses(
                 self.policy,
                 target,
@@ -94,15 +107,18 @@ class Opener:
                 name_allowed=name_allowed,
                 is_node=self.is_node,
             )
-        except Refused:
+        except Refused as exc:
             counters.denied += 1
+            self.on_decision("denied", exc.kind)
             raise
         try:
             reader, writer, address = await self._connect(target, usable)
         except UpstreamError:
             counters.failed += 1
+            self.on_decision("failed", "connect")
             raise
         counters.allowed += 1
+        self.on_decision("allowed", "policy")
         return Upstream(reader, writer, address, counters)
 
     async def _resolve(self, target: Target, counters: HostCounters) -> list[IPAddress]:

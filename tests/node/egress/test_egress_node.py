@@ -533,3 +533,35 @@ def test_the_health_endpoint_lists_the_twins(node: LocalNode) -> None:
         templates = http.get("/v1/health").json()["templates"]
     assert {"python3", "python3-net"} <= set(templates)
     assert not any(re.fullmatch(r"py-net", t) for t in templates)
+
+
+def _egress_counts(node: LocalNode) -> dict[tuple[str, str], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with node.http() as http:
+        text = http.get("/metrics").text
+    return {
+        (s.labels["decision"], s.labels["reason"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "collimate_egress_connections_total"
+    }
+
+
+def test_the_nodes_metrics_count_egress_decisions_by_reason(
+    node: LocalNode, client: Any, session: Callable[..., str], origin: tuple[str, int]
+) -> None:
+    before = _egress_counts(node)
+    sid = session(egress={"allow": ["origin.test"]})
+    got = probe(
+        client,
+        sid,
+        ("http", f"http://origin.test:{origin[1]}/"),
+        ("http", f"http://origin.test:{origin[1]}/again"),
+        ("http", f"http://echo.test:{origin[1]}/"),
+        ("http", f"http://127.0.0.4:{origin[1]}/"),
+    )
+    assert [g["status"] for g in got] == [200, 200, 403, 403]
+    after = _egress_counts(node)
+    moved = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k, 0.0)}
+    assert moved == {("allowed", "policy"): 2, ("denied", "not_allowed"): 2}
