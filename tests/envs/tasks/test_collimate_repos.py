@@ -70,6 +70,9 @@ def test_row_fields(row: dict[str, object]) -> None:
     modules = [p for p in files if p.endswith(".py") and not p.startswith("tests/")]
     assert 2 <= len([p for p in modules if not p.endswith("__init__.py")]) <= 5, modules
     assert any(p.startswith("tests/test_") for p in files)
+    # node ids a shell command can carry without quoting surprises (no spaces, quotes, $, ~)
+    for test_id in [*row["FAIL_TO_PASS"], *row["PASS_TO_PASS"]]:  # type: ignore[misc]
+        assert re.fullmatch(r"tests/[\w/]+\.py::\w+(\[[\w.+-]+\])?", test_id), test_id
     # the hidden tests are not in the base, nor quoted by the statement
     statement = str(row["problem_statement"])
     assert len(statement) > 100
