@@ -33,6 +33,7 @@ __all__ = [
     "pack",
     "parse_outcomes",
     "pytest_outcomes",
+    "static_problems",
     "unpack",
     "write_files",
 ]
@@ -100,19 +101,12 @@ def pytest_outcomes(repo: Path) -> dict[str, str]:
 def check_task(task: RepoTask) -> list[str]:
     """What is wrong with ``task`` (empty when nothing is): the tests are run three times.
 
-    The base's own suite passes; the test patch and the gold patch apply cleanly; with the
-    hidden tests every FAIL_TO_PASS test fails and every PASS_TO_PASS test passes, and the two
-    lists name exactly the tests there are; with the gold patch too every test passes; the
-    statement quotes no line the gold patch adds, and the gold patch changes no test file.
+    :func:`static_problems`, and: the base's own suite passes; the test patch and the gold
+    patch apply cleanly; with the hidden tests every FAIL_TO_PASS test fails and every
+    PASS_TO_PASS test passes, and the two lists name exactly the tests there are; with the
+    gold patch too every test passes.
     """
-    problems: list[str] = []
-    added = [line[1:].strip() for line in task.patch.splitlines() if line.startswith("+")]
-    leaked = [line for line in added if len(line) > 8 and line in task.problem_statement]
-    if leaked:
-        problems.append(f"the statement quotes the gold patch: {leaked}")
-    touched = re.findall(r"^diff --git a/(\S+)", task.patch, flags=re.MULTILINE)
-    if any(_is_test_file(path) for path in touched):
-        problems.append(f"the gold patch changes test files: {touched}")
+    problems = static_problems(task)
     with tempfile.TemporaryDirectory(prefix="collimate-repo-") as scratch:
         repo = Path(scratch)
         write_files(task.files, repo)
@@ -139,6 +133,20 @@ def check_task(task: RepoTask) -> list[str]:
     broken = _not_passed(after)
     if broken:
         problems.append(f"with the gold patch these do not pass: {broken}")
+    return problems
+
+
+def static_problems(task: RepoTask) -> list[str]:
+    """What is wrong with ``task`` that shows without running anything: a statement that
+    quotes a line the gold patch adds, a gold patch that changes test files."""
+    problems: list[str] = []
+    added = [line[1:].strip() for line in task.patch.splitlines() if line.startswith("+")]
+    leaked = [line for line in added if len(line) > 8 and line in task.problem_statement]
+    if leaked:
+        problems.append(f"the statement quotes the gold patch: {leaked}")
+    touched = re.findall(r"^diff --git a/(\S+)", task.patch, flags=re.MULTILINE)
+    if any(_is_test_file(path) for path in touched):
+        problems.append(f"the gold patch changes test files: {touched}")
     return problems
 
 

@@ -26,6 +26,7 @@ from collimate_envs.tasks.repos._authoring import (
     apply_patch,
     check_task,
     pack,
+    static_problems,
     unpack,
     write_files,
 )
@@ -47,7 +48,7 @@ FIELDS = {
 
 
 def test_size_and_unique_names() -> None:
-    assert len(ROWS) >= 3
+    assert len(ROWS) >= 20
     ids = [row["instance_id"] for row in ROWS]
     assert len(set(ids)) == len(ids)
     assert len({row["repo"] for row in ROWS}) == len(ROWS)
@@ -165,7 +166,14 @@ def test_check_reports_a_statement_that_gives_the_fix_away() -> None:
     task = _interval_set()
     added = next(line[1:] for line in task.patch.splitlines() if line.startswith("+    "))
     told = dataclasses.replace(task, problem_statement=f"{task.problem_statement}\nFix: {added}")
-    assert any(p.startswith("the statement quotes") for p in check_task(told))
+    assert static_problems(task) == []
+    assert any(p.startswith("the statement quotes") for p in static_problems(told))
+
+
+def test_check_reports_a_gold_patch_that_edits_tests() -> None:
+    task = _interval_set()
+    both = dataclasses.replace(task, patch=task.patch + task.test_patch)
+    assert any(p.startswith("the gold patch changes test files") for p in static_problems(both))
 
 
 def test_unpack_then_pack_gives_the_task_back(tmp_path: Path) -> None:
