@@ -80,14 +80,27 @@ def parse_outcomes(report: str) -> dict[str, str]:
     return outcomes
 
 
-def pytest_outcomes(repo: Path) -> dict[str, str]:
-    """Run the whole test suite of ``repo`` with this Python; each node id's outcome."""
+def pytest_outcomes(repo: Path, *, doctests: bool = False) -> dict[str, str]:
+    """Run the whole test suite of ``repo`` with this Python; each node id's outcome.
+
+    With ``doctests``, the examples in the modules' docstrings run too (their ids name the
+    module, not a test file).
+    """
     # no third-party plugins: the repositories need none, and loading them is most of a run
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env.pop("PYTEST_ADDOPTS", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            *(["--doctest-modules"] if doctests else []),
+        ],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -104,7 +117,7 @@ def check_task(task: RepoTask) -> list[str]:
     :func:`static_problems`, and: the base's own suite passes; the test patch and the gold
     patch apply cleanly; with the hidden tests every FAIL_TO_PASS test fails and every
     PASS_TO_PASS test passes, and the two lists name exactly the tests there are; with the
-    gold patch too every test passes.
+    gold patch too every test passes, and so do the examples in the modules' docstrings.
     """
     problems = static_problems(task)
     with tempfile.TemporaryDirectory(prefix="collimate-repo-") as scratch:
@@ -122,7 +135,9 @@ def check_task(task: RepoTask) -> list[str]:
             apply_patch(repo, task.patch)
         except subprocess.CalledProcessError as exc:
             return [*problems, f"the gold patch does not apply: {exc.stderr.strip()}"]
-        after = pytest_outcomes(repo)
+        with_doctests = pytest_outcomes(repo, doctests=True)
+    after = {test: outcome for test, outcome in with_doctests.items() if _is_test_id(test)}
+    examples = {test: outcome for test, outcome in with_doctests.items() if test not in after}
     fail_to_pass, pass_to_pass = _split(before, after)
     if sorted(task.fail_to_pass) != fail_to_pass:
         problems.append(f"FAIL_TO_PASS should be {fail_to_pass}, not {sorted(task.fail_to_pass)}")
@@ -133,6 +148,10 @@ def check_task(task: RepoTask) -> list[str]:
     broken = _not_passed(after)
     if broken:
         problems.append(f"with the gold patch these do not pass: {broken}")
+    if _not_passed(examples):
+        problems.append(
+            f"with the gold patch these docstrings' examples fail: {_not_passed(examples)}"
+        )
     return problems
 
 
@@ -228,6 +247,10 @@ def _split(before: dict[str, str], after: dict[str, str]) -> tuple[list[str], li
 
 def _not_passed(outcomes: dict[str, str]) -> dict[str, str]:
     return {test: outcome for test, outcome in outcomes.items() if outcome != "passed"}
+
+
+def _is_test_id(node_id: str) -> bool:
+    return _is_test_file(node_id.split("::", 1)[0])
 
 
 def _is_test_file(path: str) -> bool:

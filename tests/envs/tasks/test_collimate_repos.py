@@ -162,6 +162,19 @@ def test_check_reports_a_patch_that_does_not_apply() -> None:
     assert any(p.startswith("the gold patch does not apply") for p in problems), problems
 
 
+def test_check_reports_a_wrong_docstring_example() -> None:
+    task = _interval_set()
+    core = task.files["intervals/core.py"]
+    wrong = core.replace(">>> Interval(2, 5).length\n    3\n", ">>> Interval(2, 5).length\n    4\n")
+    assert wrong != core
+    problems = check_task(
+        dataclasses.replace(task, files={**task.files, "intervals/core.py": wrong})
+    )
+    assert any(
+        "docstrings' examples fail" in p and "intervals.core.Interval" in p for p in problems
+    )
+
+
 def test_check_reports_a_statement_that_gives_the_fix_away() -> None:
     task = _interval_set()
     added = next(line[1:] for line in task.patch.splitlines() if line.startswith("+    "))
