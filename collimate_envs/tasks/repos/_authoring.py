@@ -96,7 +96,9 @@ def pytest_outcomes(repo: Path, *, doctests: bool = False) -> dict[str, str]:
     return run_suites([(repo, doctests)])[0]
 
 
-def run_suites(suites: Sequence[tuple[Path, bool]], *, jobs: int = 2) -> list[dict[str, str]]:
+def run_suites(
+    suites: Sequence[tuple[Path, bool]], *, jobs: int = 2, timeout_s: float | None = None
+) -> list[dict[str, str]]:
     """:func:`pytest_outcomes` of many repositories, ``jobs`` at a time, from one warm pytest.
 
     One process imports pytest once and forks a run per repository (``_pytest_runner.py``):
@@ -104,7 +106,8 @@ def run_suites(suites: Sequence[tuple[Path, bool]], *, jobs: int = 2) -> list[di
     are not loaded: the repositories need none.
 
     Raises:
-        subprocess.TimeoutExpired: the runs took more than a minute per ``jobs`` of them.
+        subprocess.TimeoutExpired: the runs took longer than ``timeout_s`` (by default a
+            minute per ``jobs`` of them); the runner and its children are killed.
         RuntimeError: the runner failed, or pytest could not run a suite to its end (an
             internal or usage error, a crash): infrastructure, not a test outcome.
     """
@@ -122,7 +125,7 @@ def run_suites(suites: Sequence[tuple[Path, bool]], *, jobs: int = 2) -> list[di
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         env.pop("PYTEST_ADDOPTS", None)
-        timeout = _TIMEOUT_S * (1 + len(suites) // jobs)
+        timeout = timeout_s if timeout_s is not None else _TIMEOUT_S * (1 + len(suites) // jobs)
         # a session of its own: on a timeout the runner's forked children go with it
         proc = subprocess.Popen(
             [sys.executable, str(_RUNNER)],

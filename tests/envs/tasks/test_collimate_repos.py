@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from collimate_envs.tasks.repos._authoring import (
     check_task,
     check_tasks,
     pack,
+    run_suites,
     static_problems,
     unpack,
     write_files,
@@ -198,6 +200,55 @@ def test_unpack_then_pack_gives_the_task_back(tmp_path: Path) -> None:
         "issue.md",
     ]
     assert pack(tmp_path / "src", task.name) == task
+
+
+def test_runner_reports_outcomes_of_each_suite(tmp_path: Path) -> None:
+    write_files(
+        {"tests/test_a.py": "def test_ok():\n    pass\n\ndef test_no():\n    assert 0\n"},
+        tmp_path / "one",
+    )
+    write_files(
+        {"m.py": '"""\n>>> 1 + 1\n2\n"""\n', "test_b.py": "def test_b():\n    pass\n"},
+        tmp_path / "two",
+    )
+    one, two = run_suites([(tmp_path / "one", False), (tmp_path / "two", True)], jobs=2)
+    assert one == {"tests/test_a.py::test_ok": "passed", "tests/test_a.py::test_no": "failed"}
+    assert two == {"m.py::m": "passed", "test_b.py::test_b": "passed"}
+
+
+def test_runner_failure_is_an_error_not_an_outcome(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="did not run these suites to the end"):
+        run_suites([(tmp_path / "missing", False)])
+
+
+def test_runner_timeout_kills_the_runs(tmp_path: Path) -> None:
+    """A run that hangs is killed with its runner: no process is left in the repository."""
+    hang = "import time\n\ndef test_hang():\n    time.sleep(120)\n"
+    write_files({"test_hang.py": hang}, tmp_path / "repo")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_suites([(tmp_path / "repo", False)], timeout_s=5)
+    for _ in range(100):
+        if not _processes_in(tmp_path):
+            break
+        time.sleep(0.05)
+    # (on a very busy machine the run may not have started within 5 s: nothing to leak then)
+    assert not _processes_in(tmp_path), "a forked run outlived the timeout"
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """Live processes (not zombies) whose working directory is inside ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and cwd.is_relative_to(folder):
+            found.append(int(entry.name))
+    return found
 
 
 def test_pytest_collects_no_repository_file() -> None:
