@@ -106,6 +106,29 @@ def test_every_task_checks_out() -> None:
     assert not problems, problems
 
 
+def test_issue_reproductions_hold_on_the_base(tmp_path: Path) -> None:
+    """The ``>>>`` sessions a statement shows (its symptom, as the user saw it) are what the
+    base really does: run as doctests against the base files."""
+    reproduced = []
+    procs = []
+    for task in TASKS:
+        blocks = re.findall(r"```(?:python|pycon)?\n(.*?)```", task.problem_statement, re.S)
+        session = "\n".join(block for block in blocks if ">>>" in block)
+        if not session:
+            continue
+        repo = tmp_path / task.name
+        write_files({**task.files, "ISSUE.txt": session}, repo)
+        flags = ["-o", "ELLIPSIS", "-o", "NORMALIZE_WHITESPACE"]
+        command = [sys.executable, "-m", "doctest", *flags, "ISSUE.txt"]
+        procs.append(
+            (task.name, subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, text=True))
+        )
+        reproduced.append(task.name)
+    failures = {name: proc.communicate()[0] for name, proc in procs if proc.wait() != 0}
+    assert not failures, failures
+    assert len(reproduced) >= len(TASKS) // 2, "most statements show a session"
+
+
 def test_repositories_need_only_python_3_9(tmp_path: Path) -> None:
     """The base and its patched state use nothing newer than Python 3.9 (``vermin``)."""
     vermin = Path(sys.executable).parent / "vermin"
