@@ -5,7 +5,8 @@ tests), ``fix/`` (the files the fix changes, whole), ``hidden/`` (the test files
 tests add or change, whole) and ``issue.md`` (the problem statement). ``pack`` makes the
 patches with ``git diff`` and finds FAIL_TO_PASS and PASS_TO_PASS by running pytest;
 ``unpack`` turns a ``.task`` file back into such a folder; ``check`` runs a task's tests and
-lists what is wrong with it (the self-test of the bundled set runs it on every task)::
+lists what is wrong with it (the self-test of the bundled set runs it on every task). The
+pytest runs fork from one warm process (``_pytest_runner.py``), a few at a time::
 
     python -m collimate_envs.tasks.repos._authoring pack SRC collimate_envs/tasks/repos/data/NAME.task
     python -m collimate_envs.tasks.repos._authoring unpack collimate_envs/tasks/repos/data/NAME.task SRC
