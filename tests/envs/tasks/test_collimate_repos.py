@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -108,26 +109,26 @@ def test_every_task_checks_out() -> None:
 
 def test_issue_reproductions_hold_on_the_base(tmp_path: Path) -> None:
     """The ``>>>`` sessions a statement shows (its symptom, as the user saw it) are what the
-    base really does: run as doctests against the base files."""
-    reproduced = []
-    procs = []
+    base really does: run as doctests against the base files, four at a time."""
+    # the exception type must match; its message may differ between Python versions
+    flags = ["-o", "ELLIPSIS", "-o", "NORMALIZE_WHITESPACE", "-o", "IGNORE_EXCEPTION_DETAIL"]
+    sessions = {}
     for task in TASKS:
         blocks = re.findall(r"^```[\w-]*\n(.*?)^```", task.problem_statement, re.S | re.M)
         session = "\n".join(block for block in blocks if ">>>" in block)
-        if not session:
-            continue
-        repo = tmp_path / task.name
-        write_files({**task.files, "ISSUE.txt": session}, repo)
-        # the exception type must match; its message may differ between Python versions
-        flags = ["-o", "ELLIPSIS", "-o", "NORMALIZE_WHITESPACE", "-o", "IGNORE_EXCEPTION_DETAIL"]
+        if session:
+            sessions[task.name] = session
+            write_files({**task.files, "ISSUE.txt": session}, tmp_path / task.name)
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "doctest", *flags, "ISSUE.txt"]
-        procs.append(
-            (task.name, subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, text=True))
-        )
-        reproduced.append(task.name)
-    failures = {name: proc.communicate()[0] for name, proc in procs if proc.wait() != 0}
+        return subprocess.run(command, cwd=tmp_path / name, capture_output=True, text=True)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = dict(zip(sessions, pool.map(run, sessions), strict=True))
+    failures = {name: proc.stdout for name, proc in done.items() if proc.returncode != 0}
     assert not failures, failures
-    assert len(reproduced) >= len(TASKS) // 2, "most statements show a session (all do now)"
+    assert len(sessions) >= len(TASKS) // 2, "most statements show a session (all do now)"
 
 
 def test_repositories_need_only_python_3_9(tmp_path: Path) -> None:
