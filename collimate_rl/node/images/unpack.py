@@ -51,6 +51,7 @@ directory times are not.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,8 @@ __all__ = [
     "unpack_layer_blob",
 ]
 
+# errors a layer's own names and links cause (a name too long, too many links to a file)
+_LAYER_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EMLINK, errno.EINVAL, errno.EPERM})
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _HEADER = 512  # each entry costs its tar header in the unpacked-size count
@@ -239,6 +242,19 @@ class _Writer:
     def apply(self, entry: TarEntry, reader: TarReader) -> None:
         self.entries += 1
         self._count(_HEADER)
+        if "\0" in entry.name or "\0" in entry.linkname:
+            raise LayerError(f"the layer's entry {entry.name!r} has a NUL byte in a name")
+        try:
+            self._apply(entry, reader)
+        except OSError as exc:
+            # what the layer's names cause is the layer's fault; a full disk is not
+            if exc.errno in _LAYER_ERRNOS:
+                raise LayerError(
+                    f"the layer's entry {entry.name!r} cannot be unpacked: {exc.strerror}"
+                ) from exc
+            raise
+
+    def _apply(self, entry: TarEntry, reader: TarReader) -> None:
         parts, absolute = clean_name(entry.name)
         if absolute:
             self.note(entry, "absolute name taken as relative to the layer root")

@@ -406,3 +406,21 @@ def test_a_multi_member_gzip_is_read_whole(tmp_path: Path) -> None:
         tmp_path, Blob(data, sha256(data), "application/vnd.oci.image.layer.v1.tar+gzip")
     )
     assert (layer / "b").read_bytes() == b"2"
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [file("x" * 300, b"too long a component")],
+        [file("/".join(["d" * 200] * 25), b"too long a path")],
+        [file("nul", b"a NUL in a pax path")],
+    ],
+    ids=["component", "path", "nul"],
+)
+def test_names_the_kernel_refuses_are_layer_errors(
+    tmp_path: Path, entries: list[tuple[tarfile.TarInfo, bytes]]
+) -> None:
+    if entries[0][0].name == "nul":
+        entries[0][0].pax_headers = {"path": "etc/passwd\0.txt"}
+    with pytest.raises(LayerError):
+        _unpack(tmp_path, layer_blob(entries))
