@@ -91,6 +91,8 @@ _LAYER_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EMLINK, errno.EINVAL, errno
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _HEADER = 512  # each entry costs its tar header in the unpacked-size count
+# The record stays small even for a layer of a million absolute names.
+_MAX_NOTES = 1000
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ class LayerReport:
         digest: the layer blob's digest.
         unpacked_bytes: bytes written (file content) plus 512 per entry.
         entries: tar entries read.
-        neutralised: entries changed or skipped, in tar order.
+        neutralised: entries changed or skipped, in tar order (the first 1,000, then one
+            ``"..."`` entry if there were more).
     """
 
     digest: str
@@ -232,7 +235,10 @@ class _Writer:
         self.neutralised: list[Neutralised] = []
 
     def note(self, entry: TarEntry, what: str) -> None:
-        self.neutralised.append(Neutralised(entry.name, what))
+        if len(self.neutralised) < _MAX_NOTES:
+            self.neutralised.append(Neutralised(entry.name, what))
+        elif len(self.neutralised) == _MAX_NOTES:
+            self.neutralised.append(Neutralised("...", "more entries changed; not listed"))
 
     def _count(self, n: int) -> None:
         self.written += n

@@ -424,3 +424,9 @@ def test_names_the_kernel_refuses_are_layer_errors(
         entries[0][0].pax_headers = {"path": "etc/passwd\0.txt"}
     with pytest.raises(LayerError):
         _unpack(tmp_path, layer_blob(entries))
+
+
+def test_the_record_of_what_was_neutralised_stays_small(tmp_path: Path) -> None:
+    _, report = _unpack(tmp_path, layer_blob([fifo(f"p{i}") for i in range(1500)]))
+    assert len(report.neutralised) == 1001
+    assert report.neutralised[-1].path == "..."
