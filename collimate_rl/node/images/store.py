@@ -34,13 +34,13 @@ import hashlib
 import json
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from collimate_rl.node.images._layer_stream import split_digest
-from collimate_rl.node.images._store_files import flocked, try_flock, write_atomic
+from collimate_rl.node.images._store_files import flocked, write_atomic
+from collimate_rl.node.images._store_prune import PRUNE_GRACE_S, PruneReport, StorePruning
 from collimate_rl.node.images.config import ImageConfig
 from collimate_rl.node.images.errors import (
     DigestMismatch,
@@ -50,12 +50,8 @@ from collimate_rl.node.images.errors import (
 )
 from collimate_rl.node.images.unpack import LayerReport, Neutralised, unpack_layer_blob
 
-__all__ = ["ImageRecord", "ImageStore", "PruneReport"]
+__all__ = ["PRUNE_GRACE_S", "ImageRecord", "ImageStore", "PruneReport"]
 
-#: What prune leaves alone: unused blobs and layers touched this recently (a pull under way).
-PRUNE_GRACE_S = 600.0
-#: Partial downloads nobody resumed for this long are pruned.
-PARTIAL_MAX_AGE_S = 86400.0
 _INDEX_VERSION = 1
 
 
@@ -82,24 +78,7 @@ class ImageRecord:
     used_by: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class PruneReport:
-    """What :meth:`ImageStore.prune` removed.
-
-    Attributes:
-        images: refs of the images removed.
-        layers: digests of the unpacked layers removed.
-        blobs: digests of the blobs removed.
-        freed_bytes: what that gave back to the quota.
-    """
-
-    images: tuple[str, ...]
-    layers: tuple[str, ...]
-    blobs: tuple[str, ...]
-    freed_bytes: int
-
-
-class ImageStore:
+class ImageStore(StorePruning):
     """Blobs, unpacked layers and images under ``root``.
 
     Args:
@@ -446,93 +425,6 @@ class ImageStore:
         """Bytes the quota counts: every blob plus every unpacked layer."""
         with flocked(self._lock, exclusive=False):
             return self._total_bytes()
-
-    def prune(self, *, grace_s: float = PRUNE_GRACE_S) -> PruneReport:
-        """Remove images no template uses, then layers and blobs nothing uses.
-
-        Layers and blobs touched in the last ``grace_s`` seconds stay (a pull under way
-        has touched what it will record); so do partial downloads younger than a day.
-        """
-        with flocked(self._lock, exclusive=True):
-            doc = self._read_index()
-            used_refs = {use["ref"] for use in doc["users"].values()}
-            gone = sorted(ref for ref in doc["images"] if ref not in used_refs)
-            for ref in gone:
-                del doc["images"][ref]
-            if gone:
-                self._write_index(doc)
-            keep: set[str] = set()
-            for entry in doc["images"].values():
-                keep.update(entry["blobs"])
-            for use in doc["users"].values():
-                keep.update(use["blobs"])
-            cutoff = time.time() - grace_s
-            freed, layers = self._prune_layers(keep, cutoff)
-            blob_freed, blobs = self._prune_blobs(keep, cutoff)
-            self._prune_leftovers()
-        return PruneReport(tuple(gone), tuple(layers), tuple(blobs), freed + blob_freed)
-
-    def _prune_layers(self, keep: set[str], cutoff: float) -> tuple[int, list[str]]:
-        freed, removed = 0, []
-        base = self.root / "layers" / "sha256"
-        for entry in sorted(os.scandir(base), key=lambda e: e.name):
-            if not entry.name.endswith(".json"):
-                continue
-            digest = "sha256:" + entry.name[: -len(".json")]
-            if digest in keep or entry.stat().st_mtime > cutoff:
-                continue
-            layer_dir, record, lock = self._layer_paths(digest)
-            fd = try_flock(lock)
-            if fd is None and lock.exists():
-                continue  # being unpacked again right now
-            try:
-                freed += self._layer_bytes(digest)
-                record.unlink()
-                shutil.rmtree(layer_dir, ignore_errors=True)
-                lock.unlink(missing_ok=True)
-            finally:
-                if fd is not None:
-                    os.close(fd)
-            removed.append(digest)
-        return freed, removed
-
-    def _prune_blobs(self, keep: set[str], cutoff: float) -> tuple[int, list[str]]:
-        freed, removed = 0, []
-        for entry in sorted(os.scandir(self.root / "blobs" / "sha256"), key=lambda e: e.name):
-            digest = "sha256:" + entry.name
-            st = entry.stat(follow_symlinks=False)
-            if digest in keep or st.st_mtime > cutoff:
-                continue
-            os.unlink(entry.path)
-            freed += st.st_size
-            removed.append(digest)
-        return freed, removed
-
-    def _prune_leftovers(self) -> None:
-        """Partial downloads nobody resumed for a day, unpacks a crash left behind."""
-        stale = time.time() - PARTIAL_MAX_AGE_S
-        for entry in os.scandir(self.root / "partial" / "sha256"):
-            if entry.stat().st_mtime < stale:
-                fd = try_flock(Path(entry.path))
-                if fd is not None:
-                    os.unlink(entry.path)
-                    os.close(fd)
-        for entry in os.scandir(self.root / "tmp"):
-            if not entry.is_dir(follow_symlinks=False):
-                if entry.stat(follow_symlinks=False).st_mtime < stale:  # a put_blob's, crashed
-                    os.unlink(entry.path)
-                continue
-            # an unpack under way holds its layer's lock; a crashed one holds nothing
-            hexpart = entry.name.split(".", 1)[0]
-            lock = self.root / "layers" / "sha256" / f"{hexpart}.lock"
-            fd = try_flock(lock)
-            if fd is None and lock.exists():
-                continue
-            try:
-                shutil.rmtree(entry.path, ignore_errors=True)
-            finally:
-                if fd is not None:
-                    os.close(fd)
 
 
 def _hash_file(path: Path, algo: str) -> str:

@@ -51,6 +51,7 @@ directory times are not.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,7 @@ from collimate_rl.node.images._tar import (
     TarEntry,
     TarReader,
 )
-from collimate_rl.node.images.errors import DigestMismatch, LayerError, QuotaExceeded
+from collimate_rl.node.images.errors import LayerError, QuotaExceeded
 
 __all__ = [
     "GZIP_TYPES",
@@ -85,9 +86,13 @@ __all__ = [
     "unpack_layer_blob",
 ]
 
+# errors a layer's own names and links cause (a name too long, too many links to a file)
+_LAYER_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EMLINK, errno.EINVAL, errno.EPERM})
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _HEADER = 512  # each entry costs its tar header in the unpacked-size count
+# The record stays small even for a layer of a million absolute names.
+_MAX_NOTES = 1000
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,8 @@ class LayerReport:
         digest: the layer blob's digest.
         unpacked_bytes: bytes written (file content) plus 512 per entry.
         entries: tar entries read.
-        neutralised: entries changed or skipped, in tar order.
+        neutralised: entries changed or skipped, in tar order (the first 1,000, then one
+            ``"..."`` entry if there were more).
     """
 
     digest: str
@@ -156,13 +162,13 @@ def unpack_layer_blob(
             writer = _Writer(root, limit)
             try:
                 _read_entries(stream, writer)
-            except DigestMismatch:
-                raise
             except (OverBudget, _WriterOverBudget) as exc:
                 _raise_over(int(exc.args[0]), limit, quota, digest)
             except LayerError:
                 stream.finish()  # a truncated or changed blob reads as a broken tar: say so
                 raise
+            finally:
+                stream.close()
             stream.finish()
             os.chmod(root.fd, 0o755)
         return LayerReport(digest, writer.written, writer.entries, tuple(writer.neutralised))
@@ -229,7 +235,10 @@ class _Writer:
         self.neutralised: list[Neutralised] = []
 
     def note(self, entry: TarEntry, what: str) -> None:
-        self.neutralised.append(Neutralised(entry.name, what))
+        if len(self.neutralised) < _MAX_NOTES:
+            self.neutralised.append(Neutralised(entry.name, what))
+        elif len(self.neutralised) == _MAX_NOTES:
+            self.neutralised.append(Neutralised("...", "more entries changed; not listed"))
 
     def _count(self, n: int) -> None:
         self.written += n
@@ -239,6 +248,19 @@ class _Writer:
     def apply(self, entry: TarEntry, reader: TarReader) -> None:
         self.entries += 1
         self._count(_HEADER)
+        if "\0" in entry.name or "\0" in entry.linkname:
+            raise LayerError(f"the layer's entry {entry.name!r} has a NUL byte in a name")
+        try:
+            self._apply(entry, reader)
+        except OSError as exc:
+            # what the layer's names cause is the layer's fault; a full disk is not
+            if exc.errno in _LAYER_ERRNOS:
+                raise LayerError(
+                    f"the layer's entry {entry.name!r} cannot be unpacked: {exc.strerror}"
+                ) from exc
+            raise
+
+    def _apply(self, entry: TarEntry, reader: TarReader) -> None:
         parts, absolute = clean_name(entry.name)
         if absolute:
             self.note(entry, "absolute name taken as relative to the layer root")
@@ -298,14 +320,13 @@ class _Writer:
         if mode & 0o1000:
             self.note(entry, "sticky bit on a file dropped")
         mode = (mode & 0o777) | 0o444 | (0o111 if mode & 0o111 else 0)
-        fd = self.root.create_file(parts, 0o600)
+        fd = self.root.create_file(parts, mode)
         try:
             for chunk in reader.chunks():
                 self._count(len(chunk))
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view) :]
-            os.chmod(fd, mode)
             mtime_ns = int(entry.mtime) * 1_000_000_000
             try:
                 os.utime(fd, ns=(mtime_ns, mtime_ns))
