@@ -1,0 +1,201 @@
+"""A task's files in a sandbox: write a snapshot, list what is there, read and write changes.
+
+Everything goes through plain ``command`` execs (``sh``, ``tar``, ``base64``, ``find``,
+``sha256sum``), so it works on any template or image that has a shell and coreutils;
+payloads travel as base64 in framed output, checked host-side.
+
+>>> out = "a" * 64 + "  ./calc.py\\n@@COLLIMATE_LINKS@@\\n./link\\n"
+>>> sorted(_listing_entries(out).items())
+[('calc.py', ('f', 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')), ('link', ('l', '-'))]
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import secrets
+import shlex
+import tarfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from collimate_rl.errors import CollimateTaskError
+
+__all__ = [
+    "IGNORED_DIRS",
+    "MAX_CHANGE_BYTES",
+    "Listing",
+    "changed_paths",
+    "list_files",
+    "read_files",
+    "write_files_script",
+]
+
+#: Folders never part of a change (caches a test run leaves, git's metadata).
+IGNORED_DIRS = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis")
+#: The most bytes of changed files a grade carries (more: the change is refused).
+MAX_CHANGE_BYTES = 8 * 1024 * 1024
+_ARG_CHUNK = 98304  # base64 characters per exec argument (under the kernel's 128 KiB)
+
+#: path -> (kind, sha256): kind ``f`` (a regular file) or ``l`` (a symbolic link, sha ``-``).
+Listing = dict[str, tuple[str, str]]
+
+
+def _prune() -> str:
+    names = " -o ".join(f"-name {shlex.quote(d)}" for d in IGNORED_DIRS)
+    return f"\\( -type d \\( {names} \\) \\) -prune"
+
+
+_LINKS = "@@COLLIMATE_LINKS@@"
+
+
+def _listing_script(workdir: str) -> str:
+    return (
+        f"cd {shlex.quote(workdir)} || exit 44\n"
+        f"find . {_prune()} -o -type f -print0 | xargs -0 -r sha256sum --\n"
+        f"echo {_LINKS}\n"
+        f"find . {_prune()} -o -type l -print\n"
+    )
+
+
+def _listing_entries(output: str) -> Listing:
+    listing: Listing = {}
+    files, _, links = output.partition(_LINKS + "\n")
+    for line in files.split("\n"):
+        digest, sep, path = line.partition("  ")
+        if sep and len(digest) == 64 and not digest.startswith("\\"):
+            listing[path.removeprefix("./")] = ("f", digest)
+    for line in links.split("\n"):
+        if line.startswith("./"):
+            listing[line[2:]] = ("l", "-")
+    return listing
+
+
+def list_files(box: Any, workdir: str, *, timeout: int = 60) -> Listing:
+    """Every file under ``workdir`` (caches and ``.git`` left out) with its sha256.
+
+    Raises:
+        CollimateTaskError: ``workdir`` is missing or the listing failed.
+    """
+    result = box.exec(command=_listing_script(workdir), timeout_seconds=timeout)
+    if result.exit_code != 0:
+        raise CollimateTaskError(
+            f"cannot list the repository at {workdir}: {result.stdout[-300:]}",
+            exit_code=result.exit_code,
+            output=result.stdout[-2000:],
+        )
+    return _listing_entries(result.stdout)
+
+
+def changed_paths(pristine: Listing, now: Listing) -> list[str]:
+    """Paths added, changed or deleted between two listings, sorted."""
+    return sorted(p for p in set(pristine) | set(now) if pristine.get(p) != now.get(p))
+
+
+def read_files(
+    box: Any, workdir: str, paths: Iterable[str], *, timeout: int = 60
+) -> dict[str, bytes]:
+    """The bytes of ``paths`` (regular files under ``workdir``), in one exec.
+
+    Raises:
+        CollimateTaskError: a path is missing, the output is malformed, or the files
+            exceed :data:`MAX_CHANGE_BYTES`.
+    """
+    wanted = list(paths)
+    if not wanted:
+        return {}
+    sentinel = f"COLTAR_{secrets.token_hex(12)}"
+    names = " ".join(shlex.quote(p) for p in wanted)
+    script = (
+        f"cd {shlex.quote(workdir)} || exit 44\n"
+        f"printf '\\n%s\\n' {sentinel}\n"
+        f"tar -cf - -- {names} | base64 | tr -d '\\n' || exit 45\n"
+        f"printf '\\n%s\\n' {sentinel}\n"
+    )
+    result = box.exec(command=script, timeout_seconds=timeout)
+    parts = result.stdout.split(f"\n{sentinel}\n")
+    if result.exit_code != 0 or len(parts) != 3:
+        raise CollimateTaskError(
+            f"cannot read {len(wanted)} files from {workdir} (exit {result.exit_code})",
+            exit_code=result.exit_code,
+            output=result.stdout[-2000:],
+        )
+    try:
+        raw = base64.b64decode(parts[1].strip(), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise CollimateTaskError(f"malformed file payload from {workdir}: {exc}") from None
+    if len(raw) > MAX_CHANGE_BYTES * 2:
+        raise CollimateTaskError("the files exceed the size a grade carries")
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
+        for member in archive.getmembers():
+            if member.isfile():
+                handle = archive.extractfile(member)
+                files[member.name] = handle.read() if handle is not None else b""
+    return files
+
+
+def _tar_bytes(files: Mapping[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path in sorted(files):
+            data = files[path]
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            info.mode = 0o755 if data.startswith(b"#!") else 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def write_files_script(
+    workdir: str, files: Mapping[str, bytes | None], *, staging: str = "/tmp/.colrepo.b64"
+) -> list[str]:
+    """Shell scripts (one per exec, in order) that write ``files`` under ``workdir``.
+
+    ``None`` deletes the path. Small payloads take one script; larger ones are staged
+    in chunks and extracted by the last.
+    """
+    q = shlex.quote
+    writes = {p: d for p, d in files.items() if d is not None}
+    deletes = [p for p, d in files.items() if d is None]
+    head = f"mkdir -p {q(workdir)} && cd {q(workdir)} || exit 45\n"
+    tail = ""
+    if deletes:
+        tail += "rm -f -- " + " ".join(q(p) for p in sorted(deletes)) + " || exit 45\n"
+    if not writes:
+        return [head + tail]
+    encoded = base64.b64encode(_tar_bytes(writes)).decode("ascii")
+    if len(encoded) <= _ARG_CHUNK:
+        return [
+            head
+            + f"printf %s {q(encoded)} | base64 -d | tar -xf - --no-same-owner || exit 45\n"
+            + tail
+        ]
+    chunks = [encoded[i : i + _ARG_CHUNK] for i in range(0, len(encoded), _ARG_CHUNK)]
+    scripts = [f": > {q(staging)} || exit 45\n"]
+    scripts += [f"printf %s {q(c)} >> {q(staging)} || exit 45\n" for c in chunks]
+    scripts[-1] += (
+        head
+        + f"base64 -d < {q(staging)} | tar -xf - --no-same-owner || exit 45\nrm -f {q(staging)}\n"
+        + tail
+    )
+    return scripts
+
+
+def write_files(
+    box: Any, workdir: str, files: Mapping[str, bytes | None], *, timeout: int = 60
+) -> None:
+    """Write (and delete) ``files`` under ``workdir`` in the sandbox.
+
+    Raises:
+        CollimateTaskError: a step failed in the sandbox.
+    """
+    for script in write_files_script(workdir, files):
+        result = box.exec(command=script, timeout_seconds=timeout)
+        if result.exit_code != 0:
+            raise CollimateTaskError(
+                f"cannot write files under {workdir}: {result.stdout[-300:]}",
+                exit_code=result.exit_code,
+                output=result.stdout[-2000:],
+            )
