@@ -139,7 +139,9 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         observations = [""] * self.num_envs
         infos: dict[str, Any] = {}
         for g, statement in zip(
-            range(self.num_groups), self._reset_groups(list(range(self.num_groups)), options), strict=False
+            range(self.num_groups),
+            self._reset_groups(list(range(self.num_groups)), options),
+            strict=False,
         ):
             for i in self._members(g):
                 observations[i] = statement

@@ -338,9 +338,9 @@ def test_group_members_fork_one_task_step_alone_and_get_advantages(
     fix = _bash("sed -i 's/(len(values) + 1)/len(values)/' calc/ops.py")
     submit = {"name": "submit"}
     # member 0 fixes; member 1 only looks; group 1's members both submit at once
-    _, rewards, term, trunc, infos = envs.step([fix, _bash("cat calc/ops.py"), submit, submit])
+    _, rewards, term, _, infos = envs.step([fix, _bash("cat calc/ops.py"), submit, submit])
     assert term[2] and term[3] and infos["group_done"][2] and not infos["_group_done"][0]
-    obs, rewards, term, trunc, infos = envs.step(
+    obs, rewards, term, _, infos = envs.step(
         [submit, _bash("cat calc/ops.py"), "ignored", "ignored"]
     )
     assert term[0] and rewards[0] == 1.0 and "(len(values) + 1)" in obs[1], obs[
