@@ -20,7 +20,7 @@ from collimate_envs.repo._task import ImageFor, RepoTask, RowError
 
 __all__ = ["BUNDLED", "load_repo_tasks"]
 
-#: The bundled set and the module that loads its rows (``load_rows()`` or ``load()``).
+#: The bundled set and the module that loads its rows (``load_collimate_repos()``).
 BUNDLED = {"collimate-repos": "collimate_envs.tasks.repos"}
 
 
@@ -31,7 +31,7 @@ def _bundled_rows(name: str) -> list[Any]:
         raise ModuleNotFoundError(
             f"the task set {name!r} is not installed in this build; pass rows or a JSONL file"
         ) from exc
-    for attr in ("load_rows", "load_repo_rows", "load", "rows"):
+    for attr in ("load_collimate_repos", "load_rows"):
         loader = getattr(module, attr, None)
         if callable(loader):
             return list(loader())
