@@ -11,13 +11,13 @@ import pytest
 pytest.importorskip("skyrl_gym")
 pytest.importorskip("openenv.core")
 
-import skyrl_gym  # noqa: E402
-from openenv.core import GenericEnvClient  # noqa: E402
+import skyrl_gym
+from openenv.core import GenericEnvClient
 
-from collimate_rl import skyrl  # noqa: E402
-from collimate_rl.openenv import create_app  # noqa: E402
-from tests.adapters.test_openenv import _run  # noqa: E402
-from tests.envs.repo._rows import CALC_ROW  # noqa: E402
+from collimate_rl import skyrl
+from collimate_rl.openenv import create_app
+from tests.adapters.test_openenv import _run
+from tests.envs.repo._rows import CALC_ROW
 
 skyrl.register()
 
