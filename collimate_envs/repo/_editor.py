@@ -82,7 +82,9 @@ class Editor:
         encoded = base64.b64encode(data).decode("ascii")
         parent = shlex.quote(posixpath.dirname(path) or "/")
         if len(encoded) < 98304:
-            script = f"mkdir -p -- {parent} && printf %s {shlex.quote(encoded)} | base64 -d > {q}"
+            write = f"printf %s {shlex.quote(encoded)} | base64 -d > {q}"
+            # a file the editor just read exists: no folder to make (one process fewer)
+            script = write if path in self.known else f"mkdir -p -- {parent} && {write}"
             result = self._exec(script)
         else:  # large: the SDK's chunked, verified upload
             self.box.upload_bytes(path, data, timeout_seconds=self.timeout)
