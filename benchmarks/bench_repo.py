@@ -46,7 +46,9 @@ def main() -> None:
     task = next(t for t in load_repo_tasks("collimate-repos").tasks if t.task_id == args.task)
     with LocalNode() as node:
         client = node.client()
-        env = gym.make("collimate/Repo-v0", task_set="collimate-repos", client=client, max_turns=10_000)
+        env = gym.make(
+            "collimate/Repo-v0", task_set="collimate-repos", client=client, max_turns=10_000
+        )
         env.reset(options={"task_id": task.task_id})
         echo, edit = [], []
         path = next(p for p in task.files if p.endswith(".py") and not p.startswith("tests"))
@@ -56,7 +58,17 @@ def main() -> None:
             echo.append(time.perf_counter() - t)
             env.step({"name": "str_replace_editor", "arguments": {"command": "view", "path": path}})
             t = time.perf_counter()
-            env.step({"name": "str_replace_editor", "arguments": {"command": "insert", "path": path, "insert_line": 0, "new_str": f"# {i}"}})
+            env.step(
+                {
+                    "name": "str_replace_editor",
+                    "arguments": {
+                        "command": "insert",
+                        "path": path,
+                        "insert_line": 0,
+                        "new_str": f"# {i}",
+                    },
+                }
+            )
             edit.append(time.perf_counter() - t)
         env.close()
         print(f"bash echo round trip p50: {p50(echo)} ms (target < 10)")
@@ -78,11 +90,17 @@ def main() -> None:
         print(f"prepare + fork K=8 p50: {p50(prep)} ms (target < 50)")
 
         # grading vs plain pytest, interleaved
-        fixed = {**task.files, **{k: v for k, v in apply_patch(task.files, task.gold_patch).items() if v is not None}}
+        fixed = {
+            **task.files,
+            **{k: v for k, v in apply_patch(task.files, task.gold_patch).items() if v is not None},
+        }
         hidden = apply_patch(task.files, task.test_patch)
         grade_t, plain_t = [], []
         with tempfile.TemporaryDirectory() as checkout:
-            for rel, data in {**fixed, **{k: v for k, v in hidden.items() if v is not None}}.items():
+            for rel, data in {
+                **fixed,
+                **{k: v for k, v in hidden.items() if v is not None},
+            }.items():
                 (Path(checkout) / rel).parent.mkdir(parents=True, exist_ok=True)
                 (Path(checkout) / rel).write_bytes(data)
             genv = gym.make("collimate/Repo-v0", task_set="collimate-repos", client=client)
@@ -90,7 +108,11 @@ def main() -> None:
                 genv.reset(options={"task_id": task.task_id})
                 from collimate_envs.repo._workspace import write_files
 
-                write_files(genv.unwrapped._episode.member, task.workdir, apply_patch(task.files, task.gold_patch))
+                write_files(
+                    genv.unwrapped._episode.member,
+                    task.workdir,
+                    apply_patch(task.files, task.gold_patch),
+                )
                 t = time.perf_counter()
                 _, reward, *_ = genv.step({"name": "submit"})
                 grade_t.append(time.perf_counter() - t)
@@ -98,27 +120,44 @@ def main() -> None:
                 t = time.perf_counter()
                 subprocess.run(
                     [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
-                    cwd=checkout, check=True, capture_output=True,
+                    cwd=checkout,
+                    check=True,
+                    capture_output=True,
                 )
                 plain_t.append(time.perf_counter() - t)
             genv.close()
         ratio = statistics.median(grade_t) / statistics.median(plain_t)
-        print(f"grade after submit p50: {p50(grade_t)} ms; plain python -m pytest p50: {p50(plain_t)} ms; ratio {ratio:.2f} (target <= 1.2)")
+        print(
+            f"grade after submit p50: {p50(grade_t)} ms; plain python -m pytest p50: {p50(plain_t)} ms; ratio {ratio:.2f} (target <= 1.2)"
+        )
 
         before = {s["session_id"] for s in client.list_sessions()}
-        envs = gym.make_vec("collimate/Repo-v0", num_envs=64, group_size=8, task_set="collimate-repos", client=client, on_infra_error="flag")
+        envs = gym.make_vec(
+            "collimate/Repo-v0",
+            num_envs=64,
+            group_size=8,
+            task_set="collimate-repos",
+            client=client,
+            on_infra_error="flag",
+        )
         t = time.perf_counter()
         envs.reset(seed=0)
         infra = 0
         for step in range(3):
-            actions = [bash("ls -R | wc -l") for _ in range(64)] if step < 2 else [{"name": "submit"}] * 64
+            actions = (
+                [bash("ls -R | wc -l") for _ in range(64)]
+                if step < 2
+                else [{"name": "submit"}] * 64
+            )
             *_, infos = envs.step(actions)
             infra += int(sum(bool(x) for x in infos.get("infra_error", [])))
         wall = time.perf_counter() - t
         envs.close()
         left = {s["session_id"] for s in client.list_sessions()} - before
         sandboxes.close()
-        print(f"64 members, 3 steps (2 bash + submit/grade): {wall:.1f} s, infra errors {infra}, sessions left {len(left)}")
+        print(
+            f"64 members, 3 steps (2 bash + submit/grade): {wall:.1f} s, infra errors {infra}, sessions left {len(left)}"
+        )
         client.close()
 
 

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from collimate_envs.repo._base import TemplateBase
 from collimate_envs.repo._patch import Changeset, PatchError, apply_patch
 from collimate_envs.repo._task import RepoTask
-from collimate_envs.repo._workspace import Listing, list_files, read_files, write_files
+from collimate_envs.repo._workspace import (
+    Listing,
+    list_files,
+    read_files,
+    snapshot_listing,
+    write_files,
+)
 from collimate_rl.errors import CollimateTaskError, CollimateUsageError
 from collimate_rl.sandbox import Sandbox
 
@@ -80,7 +86,10 @@ def prepare_task(base: TemplateBase, task: RepoTask, *, timeout: int = 120) -> P
                     exit_code=done.exit_code,
                     output=done.stdout[-2000:],
                 )
-        listing = list_files(parent, task.workdir, timeout=timeout)
+        if task.setup_cmd or not task.files:
+            listing = list_files(parent, task.workdir, timeout=timeout)
+        else:  # exactly what was written: the listing without an exec
+            listing = snapshot_listing(task.files)
         prepared = PreparedTask(task, parent, listing, {}, base.template)
         if task.test_patch:
             try:

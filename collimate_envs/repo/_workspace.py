@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import io
 import secrets
 import shlex
@@ -29,6 +30,8 @@ __all__ = [
     "changed_paths",
     "list_files",
     "read_files",
+    "snapshot_listing",
+    "write_files",
     "write_files_script",
 ]
 
@@ -86,6 +89,19 @@ def list_files(box: Any, workdir: str, *, timeout: int = 60) -> Listing:
             output=result.stdout[-2000:],
         )
     return _listing_entries(result.stdout)
+
+
+def snapshot_listing(files: Mapping[str, bytes]) -> Listing:
+    """The listing :func:`list_files` gives of a folder holding exactly ``files``.
+
+    >>> snapshot_listing({"a.py": b"", "pkg/__pycache__/a.pyc": b"x"})
+    {'a.py': ('f', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855')}
+    """
+    return {
+        path: ("f", hashlib.sha256(data).hexdigest())
+        for path, data in files.items()
+        if not any(part in IGNORED_DIRS for part in path.split("/")[:-1])
+    }
 
 
 def changed_paths(pristine: Listing, now: Listing) -> list[str]:
@@ -183,14 +199,47 @@ def write_files_script(
     return scripts
 
 
+_SESSION_DIR = "/sandbox/"
+
+
+def _as_exec_files(workdir: str, files: Mapping[str, bytes | None]) -> list[dict[str, str]] | None:
+    """``files`` as an exec's ``files`` (text, relative to the session's folder), if they can be."""
+    if not workdir.startswith(_SESSION_DIR) or any(d is None for d in files.values()):
+        return None
+    prefix = workdir[len(_SESSION_DIR) :].strip("/")
+    out = []
+    for path, data in files.items():
+        try:
+            text = (data or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if "\n" in path:
+            return None
+        out.append({"path": f"{prefix}/{path}" if prefix else path, "content": text})
+    return out
+
+
 def write_files(
     box: Any, workdir: str, files: Mapping[str, bytes | None], *, timeout: int = 60
 ) -> None:
-    """Write (and delete) ``files`` under ``workdir`` in the sandbox.
+    """Write (and delete) ``files`` under ``workdir`` in the sandbox, byte-exact.
+
+    Text files under the session's folder ride on one exec's ``files`` (the node writes
+    them), and that exec checks every sha256 (``sha256sum -c``): a transport that wrote
+    them otherwise (a final newline added) falls back to the base64 tar below, as does
+    anything else (binary files, deletions, other folders).
 
     Raises:
         CollimateTaskError: a step failed in the sandbox.
     """
+    as_files = _as_exec_files(workdir, files)
+    if as_files:
+        sums = " ".join(
+            shlex.quote(f"{hashlib.sha256(d or b'').hexdigest()}  {p}") for p, d in files.items()
+        )
+        check = f"cd {shlex.quote(workdir)} && printf '%s\\n' {sums} | sha256sum -c --status -"
+        if box.exec(command=check, files=as_files, timeout_seconds=timeout).exit_code == 0:
+            return
     for script in write_files_script(workdir, files):
         result = box.exec(command=script, timeout_seconds=timeout)
         if result.exit_code != 0:
