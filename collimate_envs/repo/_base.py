@@ -1,7 +1,8 @@
 """One pristine session per template, with a test runner importable: every task forks from it.
 
 A template whose Python imports pytest (an image with its own, or a node started with
-``--share-site-packages``) is used as it is. One whose Python does not (the local node's
+``--share-site-packages``) is used as it is (``vendor_runner=None``, the default;
+``True`` copies the host's pytest anyway, ``False`` never does). One whose Python does not (the local node's
 ``python3`` sees the standard library and numpy) gets the host's own pytest and its
 dependencies, pure Python, written once into the base session's user site
 (``/sandbox/.local/...``, already on the interpreter's ``sys.path``): outside the
@@ -64,10 +65,13 @@ def runner_files() -> dict[str, bytes]:
 class TemplateBase:
     """The base session of one template (created on first use, replaced if the node lost it)."""
 
-    def __init__(self, client: Any, template: str, *, timeout: int = 120) -> None:
+    def __init__(
+        self, client: Any, template: str, *, timeout: int = 120, vendor_runner: bool | None = None
+    ) -> None:
         self.client = client
         self.template = template
         self.timeout = timeout
+        self.vendor_runner = vendor_runner
         self.box: Sandbox | None = None
         self.vendored = False
         self._lock = threading.Lock()  # groups prepare their tasks from threads
@@ -75,9 +79,16 @@ class TemplateBase:
     def _make(self) -> Sandbox:
         box = Sandbox(self.template, client=self.client, default_timeout=self.timeout).start()
         try:
+            if self.vendor_runner is False:
+                return box
+            native = (
+                ""
+                if self.vendor_runner
+                else "python3 -c 'import pytest' 2>/dev/null && echo native || "
+            )
             probe = box.exec(
-                command="python3 -c 'import pytest' 2>/dev/null && echo native || "
-                "python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null",
+                command=native
+                + "python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null",
                 timeout_seconds=self.timeout,
             )
             where = probe.stdout.strip().splitlines()[-1:] if probe.stdout.strip() else []

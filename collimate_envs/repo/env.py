@@ -32,9 +32,10 @@ __all__ = ["RepoEnv", "TaskSandboxes"]
 class TaskSandboxes:
     """Base sessions per template and prepared tasks, for one env (closed with it)."""
 
-    def __init__(self, backend: Backend, timeout: int) -> None:
+    def __init__(self, backend: Backend, timeout: int, vendor_runner: bool | None = None) -> None:
         self.backend = backend
         self.timeout = timeout
+        self.vendor_runner = vendor_runner
         self.bases: dict[str, TemplateBase] = {}
         self.handles: dict[str, Any] = {}
         self._lock = threading.Lock()  # the vector env prepares its groups from threads
@@ -48,7 +49,9 @@ class TaskSandboxes:
             template = self.handles[key][0]
             base = self.bases.get(template)
             if base is None:
-                base = self.bases[template] = TemplateBase(client, template, timeout=self.timeout)
+                base = self.bases[template] = TemplateBase(
+                    client, template, timeout=self.timeout, vendor_runner=self.vendor_runner
+                )
         return prepare_task(base, task, timeout=self.timeout)
 
     def close(self) -> None:
@@ -124,7 +127,9 @@ class RepoEnv(gym.Env[str, Any]):
     function of the row), ``template`` (for snapshot rows; default ``python3``),
     ``workdir``, ``test_cmd`` (over every row's), ``partial``, the budgets (``max_turns``,
     ``max_wall_seconds``, ``max_output_bytes``, ``max_observation_chars``,
-    ``command_timeout``), ``test_timeout``, ``on_infra_error``, ``client`` or
+    ``command_timeout``), ``test_timeout``, ``vendor_runner`` (``None``: copy the host's
+    pytest into the sandbox only when the template's Python lacks it; ``True``: always;
+    ``False``: never), ``on_infra_error``, ``client`` or
     ``base_url`` / ``api_key`` / ``unix_socket``, ``render_mode`` (``"ansi"``).
 
     ## Version History
@@ -155,6 +160,7 @@ class RepoEnv(gym.Env[str, Any]):
         max_observation_chars: int = 10000,
         command_timeout: int = 60,
         test_timeout: int = 300,
+        vendor_runner: bool | None = None,
         on_infra_error: str = "raise",
         client: Any = None,
         base_url: str | None = None,
@@ -180,6 +186,7 @@ class RepoEnv(gym.Env[str, Any]):
             command_timeout=command_timeout,
         )
         self.test_timeout = test_timeout
+        self.vendor_runner = vendor_runner
         self.on_infra_error = on_infra_error
         self.backend = Backend.from_kwargs(
             client, {"base_url": base_url, "api_key": api_key, "unix_socket": unix_socket}
@@ -196,7 +203,9 @@ class RepoEnv(gym.Env[str, Any]):
     @property
     def sandboxes(self) -> TaskSandboxes:
         if self._sandboxes is None:
-            self._sandboxes = TaskSandboxes(self.backend, timeout=max(self.test_timeout, 60))
+            self._sandboxes = TaskSandboxes(
+                self.backend, timeout=max(self.test_timeout, 60), vendor_runner=self.vendor_runner
+            )
         return self._sandboxes
 
     def reset(

@@ -66,6 +66,7 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         max_observation_chars: int = 10000,
         command_timeout: int = 60,
         test_timeout: int = 300,
+        vendor_runner: bool | None = None,
         on_infra_error: str = "flag",
         concurrency: int | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
@@ -109,7 +110,9 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.tools: list[dict[str, Any]] = [dict(tool) for tool in TOOLS]
-        self._sandboxes = TaskSandboxes(self.backend, timeout=max(test_timeout, 60))
+        self._sandboxes = TaskSandboxes(
+            self.backend, timeout=max(test_timeout, 60), vendor_runner=vendor_runner
+        )
         self._pool: ThreadPoolExecutor | None = None
         self._prepared: list[PreparedTask | None] = [None] * self.num_groups
         self._episodes: list[Episode | None] = [None] * num_envs

@@ -356,3 +356,44 @@ def test_group_members_fork_one_task_step_alone_and_get_advantages(
     obs, *_, infos = envs.step(["x", "x", echo, echo])  # group 0 autoresets
     assert obs[0] and list(infos["turn"]) == [0, 0, 2, 2]
     envs.close()
+
+
+def test_the_hosts_pytest_is_copied_outside_the_repository(
+    local_client: Any, no_leaks: None
+) -> None:
+    env = _env(local_client, [CALC_ROW], vendor_runner=True)
+    env.reset(seed=0)
+    obs, *_ = env.step(_bash("python3 -c 'import pytest; print(pytest.__file__)'"))
+    assert "/sandbox/.local/" in obs and "/sandbox/repo" not in obs.split("\n")[0]
+    # the agent breaks its copy of the runner: the grade uses the pristine one
+    env.step(
+        _bash(
+            "site=$(python3 -c 'import site; print(site.getusersitepackages())'); "
+            "printf 'raise SystemExit(0)\\n' > $site/pytest/__init__.py; "
+            "sed -i 's/(len(values) + 1)/len(values)/' calc/ops.py"
+        )
+    )
+    reward, info = _submit(env)
+    assert reward == 1.0 and info["diff"].count("diff --git") == 1, info["log_tail"]
+    env.close()
+
+
+@pytest.mark.parametrize("policy", ["raise", "flag"])
+def test_a_lost_sandbox_is_an_infrastructure_error_never_a_reward(
+    local_client: Any, no_leaks: None, policy: str
+) -> None:
+    from collimate_rl.errors import CollimateError
+
+    before = _live(local_client)
+    env = _env(local_client, [CALC_ROW], on_infra_error=policy)
+    env.reset(seed=0)
+    env.step(_bash("true"))
+    for session_id in _live(local_client) - before:  # the node lost every session of ours
+        local_client.delete_session(session_id)
+    if policy == "raise":
+        with pytest.raises(CollimateError):
+            env.step(_bash("ls"))
+    else:
+        _, reward, terminated, truncated, info = env.step(_bash("ls"))
+        assert info["infra_error"] is True and reward == 0.0 and truncated and not terminated
+    env.close()
