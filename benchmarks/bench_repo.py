@@ -2,11 +2,14 @@
 
     python benchmarks/bench_repo.py [--rounds N]
 
-* a ``bash`` tool call (``echo``) through ``env.step``, p50;
-* a file edit (``str_replace`` of a viewed file) through ``env.step``, p50;
+* a ``bash`` tool call (``echo``) through ``env.step``, p50, beside the floor: the same
+  ``echo`` as a bare ``Sandbox.exec`` in the same member;
+* a file edit (``insert`` into a file the editor has viewed) through ``env.step``, p50,
+  beside the SDK's byte-exact ``download`` + ``upload_bytes`` of the same file;
 * prepare a task (snapshot, listing) and fork it for K = 8 members, p50;
 * grading after submit vs the same tests run with ``python -m pytest`` in a plain checkout
-  on the host (interleaved, round by round), p50 and their ratio;
+  on the host, by the interpreter the sandbox's ``python3`` is (the node's base Python;
+  interleaved, round by round), p50 and their ratio;
 * 64 members (8 groups of 8) stepping together: infra errors, and sessions left after close.
 """
 
@@ -50,12 +53,20 @@ def main() -> None:
             "collimate/Repo-v0", task_set="collimate-repos", client=client, max_turns=10_000
         )
         env.reset(options={"task_id": task.task_id})
-        echo, edit = [], []
+        echo, edit, floor, sdk = [], [], [], []
         path = next(p for p in task.files if p.endswith(".py") and not p.startswith("tests"))
+        member = env.unwrapped.episode_sandbox
+        full = f"{task.workdir}/{path}"
         for i in range(args.rounds):
+            t = time.perf_counter()
+            member.exec(command="echo hi")
+            floor.append(time.perf_counter() - t)
             t = time.perf_counter()
             env.step(bash("echo hi"))
             echo.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            member.upload_bytes(full, member.download(full))
+            sdk.append(time.perf_counter() - t)
             env.step({"name": "str_replace_editor", "arguments": {"command": "view", "path": path}})
             t = time.perf_counter()
             env.step(
@@ -71,8 +82,11 @@ def main() -> None:
             )
             edit.append(time.perf_counter() - t)
         env.close()
-        print(f"bash echo round trip p50: {p50(echo)} ms (target < 10)")
-        print(f"file edit (insert after a view) p50: {p50(edit)} ms (target < 10)")
+        print(f"bash echo round trip p50: {p50(echo)} ms (target < 10); bare exec: {p50(floor)} ms")
+        print(
+            f"file edit (insert after a view) p50: {p50(edit)} ms (target < 10); "
+            f"SDK download + upload_bytes: {p50(sdk)} ms"
+        )
 
         from collimate_envs._backend import Backend
 
@@ -96,6 +110,7 @@ def main() -> None:
         }
         hidden = apply_patch(task.files, task.test_patch)
         grade_t, plain_t = [], []
+        python = getattr(sys, "_base_executable", sys.executable)  # the sandbox's python3
         with tempfile.TemporaryDirectory() as checkout:
             for rel, data in {
                 **fixed,
@@ -109,7 +124,7 @@ def main() -> None:
                 from collimate_envs.repo._workspace import write_files
 
                 write_files(
-                    genv.unwrapped._episode.member,
+                    genv.unwrapped.episode_sandbox,
                     task.workdir,
                     apply_patch(task.files, task.gold_patch),
                 )
@@ -119,7 +134,7 @@ def main() -> None:
                 assert reward == 1.0
                 t = time.perf_counter()
                 subprocess.run(
-                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
+                    [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
                     cwd=checkout,
                     check=True,
                     capture_output=True,

@@ -25,6 +25,7 @@ from collimate_rl.errors import (
     CollimateSessionGoneError,
     CollimateUsageError,
 )
+from collimate_rl.sandbox import Sandbox
 
 __all__ = ["RepoEnv", "TaskSandboxes"]
 
@@ -207,6 +208,11 @@ class RepoEnv(gym.Env[str, Any]):
                 self.backend, timeout=max(self.test_timeout, 60), vendor_runner=self.vendor_runner
             )
         return self._sandboxes
+
+    @property
+    def episode_sandbox(self) -> Sandbox | None:
+        """The agent's sandbox of the running episode (``None`` between episodes)."""
+        return self._episode.member if self._episode is not None else None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
