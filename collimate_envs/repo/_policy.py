@@ -6,7 +6,8 @@ verdict rather than the code under test; a changeset touching one is refused who
 (reward 0, ``info["rejected"]`` says which file and why):
 
 * the hidden tests' files, and the repository's existing test files (edited, deleted
-  or renamed; new test files of the agent's own are allowed, and never run);
+  or renamed; :func:`is_test_path`; new test files of the agent's own are allowed, and
+  never run);
 * ``conftest.py`` anywhere, added, edited or deleted;
 * pytest's settings: ``pytest.ini`` / ``.pytest.ini`` anywhere, and the pytest
   sections of ``tox.ini``, ``setup.cfg`` and ``pyproject.toml`` (other sections are
@@ -31,13 +32,15 @@ from collections.abc import Collection, Mapping
 __all__ = ["is_test_path", "pytest_sections", "refusal"]
 
 _RUNNER_MODULES = ("pytest", "_pytest", "pluggy", "py", "iniconfig", "collimate_repo_report")
-_TEST_DIRS = ("tests", "test", "testing")
+_TEST_DIRS = ("tests", "test")
 _SECTION = re.compile(r"^\s*\[([^\]\n]+)\]\s*$", re.M)
 _PYTEST_SECTION = re.compile(r"^(pytest|tool:pytest|tool\.pytest(\..*)?)$")
 
 
 def is_test_path(path: str) -> bool:
-    """A test file by the usual conventions (``test_*.py``, ``*_test.py``, ``tests.py``, a tests folder).
+    """A test file by the usual conventions: ``test_*.py``, ``*_test.py``, ``tests.py``, or any
+    file under a ``tests`` or ``test`` folder (helpers the tests import included: editing one
+    could make an assertion pass). A source package named ``testing`` is not one.
 
     >>> is_test_path("pkg/tests/helpers.py"), is_test_path("pkg/calc.py")
     (True, False)
