@@ -1,7 +1,8 @@
 """``str_replace_editor``: SWE-agent's and OpenHands' file editor, with its logic host-side.
 
-The sandbox only reads and writes bytes (one exec each, base64 both ways, so any byte
-survives); viewing, replacing, inserting and undoing happen here. A file the editor
+The sandbox only reads and writes bytes (one exec each: base64 both ways, so any byte
+survives; plain text is written by the node itself, with the exec's ``files``, and no
+process); viewing, replacing, inserting and undoing happen here. A file the editor
 read or wrote is remembered until the next ``bash`` call (nothing else changes files
 between two calls: the node ends an exec's leftover processes), so an edit after a view
 is one exec.
@@ -18,6 +19,7 @@ import posixpath
 import shlex
 from typing import Any
 
+from collimate_envs.repo._workspace import as_exec_files
 from collimate_rl.errors import CollimateTaskError
 
 __all__ = ["Editor", "EditorError", "number_lines"]
@@ -59,6 +61,9 @@ class Editor:
     def _exec(self, command: str) -> Any:
         return self.box.exec(command=command, timeout_seconds=self.timeout)
 
+    def _exec_files(self, files: list[dict[str, str]]) -> Any:
+        return self.box.exec(command=":", files=files, timeout_seconds=self.timeout)
+
     def read(self, path: str) -> bytes | None:
         """A file's bytes, or ``None`` if it is not a regular file (missing, a folder)."""
         if path in self.known:
@@ -79,6 +84,13 @@ class Editor:
     def write(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` (its folder made if needed)."""
         q = shlex.quote(path)
+        plain = as_exec_files("/sandbox/", {path.removeprefix("/sandbox/"): data}, plain_only=True)
+        if path.startswith("/sandbox/") and plain:
+            # plain text rides on the exec itself: no process in the sandbox at all
+            result = self._exec_files(plain)
+            if result.exit_code == 0:
+                self.known[path] = data
+                return
         encoded = base64.b64encode(data).decode("ascii")
         parent = shlex.quote(posixpath.dirname(path) or "/")
         if len(encoded) < 98304:

@@ -202,8 +202,20 @@ def write_files_script(
 _SESSION_DIR = "/sandbox/"
 
 
-def _as_exec_files(workdir: str, files: Mapping[str, bytes | None]) -> list[dict[str, str]] | None:
-    """``files`` as an exec's ``files`` (text, relative to the session's folder), if they can be."""
+def as_exec_files(
+    workdir: str, files: Mapping[str, bytes | None], *, plain_only: bool = False
+) -> list[dict[str, str]] | None:
+    """``files`` as an exec's ``files`` (text, relative to the session's folder), if they can be.
+
+    ``plain_only``: only if every file is *plain text*, which any transport writes exactly
+    (UTF-8 that ends with a newline, without NUL or CR: the daemon contract's text write may
+    add a final newline, nothing else).
+
+    >>> as_exec_files("/sandbox/repo", {"a.py": b"x = 1\\n"}, plain_only=True)
+    [{'path': 'repo/a.py', 'content': 'x = 1\\n'}]
+    >>> as_exec_files("/sandbox/repo", {"a.py": b"x = 1"}, plain_only=True) is None
+    True
+    """
     if not workdir.startswith(_SESSION_DIR) or any(d is None for d in files.values()):
         return None
     prefix = workdir[len(_SESSION_DIR) :].strip("/")
@@ -213,10 +225,14 @@ def _as_exec_files(workdir: str, files: Mapping[str, bytes | None]) -> list[dict
             text = (data or b"").decode("utf-8")
         except UnicodeDecodeError:
             return None
-        if "\n" in path:
+        if "\n" in path or (plain_only and not _plain(text)):
             return None
         out.append({"path": f"{prefix}/{path}" if prefix else path, "content": text})
     return out
+
+
+def _plain(text: str) -> bool:
+    return text.endswith("\n") and "\x00" not in text and "\r" not in text
 
 
 def write_files(
@@ -225,14 +241,17 @@ def write_files(
     """Write (and delete) ``files`` under ``workdir`` in the sandbox, byte-exact.
 
     Text files under the session's folder ride on one exec's ``files`` (the node writes
-    them), and that exec checks every sha256 (``sha256sum -c``): a transport that wrote
-    them otherwise (a final newline added) falls back to the base64 tar below, as does
-    anything else (binary files, deletions, other folders).
+    them): plain text as it is (see :func:`as_exec_files`), other UTF-8 with every sha256
+    checked in that exec (``sha256sum -c``; a mismatch falls back); anything else (binary
+    files, deletions, other folders) goes as a base64 tar.
 
     Raises:
         CollimateTaskError: a step failed in the sandbox.
     """
-    as_files = _as_exec_files(workdir, files)
+    plain = as_exec_files(workdir, files, plain_only=True)
+    if plain and box.exec(command=":", files=plain, timeout_seconds=timeout).exit_code == 0:
+        return
+    as_files = None if plain else as_exec_files(workdir, files)
     if as_files:
         sums = " ".join(
             shlex.quote(f"{hashlib.sha256(d or b'').hexdigest()}  {p}") for p, d in files.items()
