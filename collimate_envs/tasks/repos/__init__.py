@@ -5,7 +5,7 @@ Each task is one ``.task`` file in ``data/`` (the format: :mod:`._bundle`; how t
 SWE-bench format, plus what a row without an image needs: ``template`` and ``repo_files``.
 
 >>> rows = load_collimate_repos()
->>> len(rows) >= 3
+>>> len(rows) >= 20
 True
 >>> row = next(r for r in rows if r["instance_id"] == "collimate-repos__interval-set-1")
 >>> row["repo"], row["template"], len(row["base_commit"])

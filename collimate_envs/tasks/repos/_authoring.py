@@ -17,11 +17,14 @@ lists what is wrong with it (the self-test of the bundled set runs it on every t
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -30,17 +33,22 @@ from collimate_envs.tasks.repos._bundle import RepoTask, file_text, parse_task, 
 __all__ = [
     "apply_patch",
     "check_task",
+    "check_tasks",
     "pack",
     "parse_outcomes",
     "pytest_outcomes",
+    "run_suites",
+    "static_problems",
     "unpack",
     "write_files",
 ]
 
 _OUTCOME: Final = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)(?: - .*)?$")
-# one pytest run of a small repository takes well under a second; this bounds a hang
+# one pytest run of a small repository takes well under a second; this bounds a hang (per
+# run a runner has to make, see run_suites)
 _TIMEOUT_S: Final = 60.0
 _GIT: Final = ("git", "-c", "user.name=collimate", "-c", "user.email=collimate@localhost")
+_RUNNER: Final = Path(__file__).with_name("_pytest_runner.py")
 
 
 def write_files(files: dict[str, str], dest: Path) -> None:
@@ -79,56 +87,135 @@ def parse_outcomes(report: str) -> dict[str, str]:
     return outcomes
 
 
-def pytest_outcomes(repo: Path) -> dict[str, str]:
-    """Run the whole test suite of ``repo`` with this Python; each node id's outcome."""
-    # no third-party plugins: the repositories need none, and loading them is most of a run
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env.pop("PYTEST_ADDOPTS", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=_TIMEOUT_S,
-        check=False,
-    )
-    return parse_outcomes(proc.stdout)
+def pytest_outcomes(repo: Path, *, doctests: bool = False) -> dict[str, str]:
+    """Run the whole test suite of ``repo`` with this Python; each node id's outcome.
+
+    With ``doctests``, the examples in the modules' docstrings run too (their ids name the
+    module, not a test file).
+    """
+    return run_suites([(repo, doctests)])[0]
+
+
+def run_suites(
+    suites: Sequence[tuple[Path, bool]], *, jobs: int = 2, timeout_s: float | None = None
+) -> list[dict[str, str]]:
+    """:func:`pytest_outcomes` of many repositories, ``jobs`` at a time, from one warm pytest.
+
+    One process imports pytest once and forks a run per repository (``_pytest_runner.py``):
+    a run then costs about a third of a fresh ``python -m pytest``. Third-party pytest plugins
+    are not loaded: the repositories need none.
+
+    Raises:
+        subprocess.TimeoutExpired: the runs took longer than ``timeout_s`` (by default a
+            minute per ``jobs`` of them); the runner and its children are killed.
+        RuntimeError: the runner failed, or pytest could not run a suite to its end (an
+            internal or usage error, a crash): infrastructure, not a test outcome.
+    """
+    if not suites:
+        return []
+    with tempfile.TemporaryDirectory(prefix="collimate-reports-") as scratch:
+        reports = [Path(scratch) / f"{index}.txt" for index in range(len(suites))]
+        request = {
+            "jobs": jobs,
+            "suites": [
+                {"dir": str(repo), "report": str(report), "args": _pytest_args(doctests)}
+                for (repo, doctests), report in zip(suites, reports, strict=True)
+            ],
+        }
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        env.pop("PYTEST_ADDOPTS", None)
+        timeout = timeout_s if timeout_s is not None else _TIMEOUT_S * (1 + len(suites) // jobs)
+        # a session of its own: on a timeout the runner's forked children go with it
+        proc = subprocess.Popen(
+            [sys.executable, str(_RUNNER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(json.dumps(request), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        if proc.returncode != 0:
+            raise RuntimeError(f"the pytest runner failed ({proc.returncode}): {err.strip()}")
+        # pytest's own trouble (internal or usage error, a killed run) is no test outcome
+        codes = json.loads(out)["exit_codes"]
+        odd = {str(suites[i][0]): code for i, code in enumerate(codes) if code not in (0, 1, 2, 5)}
+        if odd:
+            raise RuntimeError(f"pytest did not run these suites to the end: {odd}")
+        return [
+            parse_outcomes(report.read_text(encoding="utf-8")) if report.exists() else {}
+            for report in reports
+        ]
+
+
+def _pytest_args(doctests: bool) -> list[str]:
+    return ["-q", "-rA", "-p", "no:cacheprovider", *(["--doctest-modules"] if doctests else [])]
 
 
 def check_task(task: RepoTask) -> list[str]:
-    """What is wrong with ``task`` (empty when nothing is): the tests are run three times.
+    """What is wrong with ``task`` (empty when nothing is); see :func:`check_tasks`."""
+    return check_tasks([task])[0]
 
-    The base's own suite passes; the test patch and the gold patch apply cleanly; with the
-    hidden tests every FAIL_TO_PASS test fails and every PASS_TO_PASS test passes, and the two
-    lists name exactly the tests there are; with the gold patch too every test passes; the
-    statement quotes no line the gold patch adds, and the gold patch changes no test file.
+
+def check_tasks(tasks: Sequence[RepoTask], *, jobs: int = 2) -> list[list[str]]:
+    """What is wrong with each task (an empty list when nothing is); three runs per task.
+
+    :func:`static_problems`, and: the base's own suite passes; the test patch and the gold
+    patch apply cleanly; with the hidden tests every FAIL_TO_PASS test fails and every
+    PASS_TO_PASS test passes, and the two lists name exactly the tests there are; with the
+    gold patch too every test passes, and so do the examples in the modules' docstrings.
     """
-    problems: list[str] = []
-    added = [line[1:].strip() for line in task.patch.splitlines() if line.startswith("+")]
-    leaked = [line for line in added if len(line) > 8 and line in task.problem_statement]
-    if leaked:
-        problems.append(f"the statement quotes the gold patch: {leaked}")
-    touched = re.findall(r"^diff --git a/(\S+)", task.patch, flags=re.MULTILINE)
-    if any(_is_test_file(path) for path in touched):
-        problems.append(f"the gold patch changes test files: {touched}")
-    with tempfile.TemporaryDirectory(prefix="collimate-repo-") as scratch:
-        repo = Path(scratch)
-        write_files(task.files, repo)
-        base = pytest_outcomes(repo)
-        if not base or any(outcome != "passed" for outcome in base.values()):
-            problems.append(f"the base's own tests do not all pass: {_not_passed(base)}")
+    problems = [static_problems(task) for task in tasks]
+    with tempfile.TemporaryDirectory(prefix="collimate-repos-") as scratch:
+        suites: list[tuple[Path, bool]] = []
+        states: list[tuple[int, int, int] | None] = []
+        for number, task in enumerate(tasks):
+            folders = [Path(scratch) / str(number) / state for state in ("base", "hidden", "gold")]
+            failed = _prepare(task, *folders)
+            if failed is not None:
+                problems[number].append(failed)
+                states.append(None)
+                continue
+            states.append((len(suites), len(suites) + 1, len(suites) + 2))
+            suites += [(folders[0], False), (folders[1], False), (folders[2], True)]
+        outcomes = run_suites(suites, jobs=jobs)
+    for number, task in enumerate(tasks):
+        found = states[number]
+        if found is not None:
+            base, before, with_doctests = (outcomes[index] for index in found)
+            problems[number] += _run_problems(task, base, before, with_doctests)
+    return problems
+
+
+def _prepare(task: RepoTask, base: Path, hidden: Path, gold: Path) -> str | None:
+    """Write the three states of ``task``; what did not apply, if anything."""
+    for folder in (base, hidden, gold):
+        write_files(task.files, folder)
+    steps = [(hidden, "test patch", task.test_patch), (gold, "test patch", task.test_patch)]
+    steps.append((gold, "gold patch", task.patch))
+    for folder, which, patch in steps:
         try:
-            apply_patch(repo, task.test_patch)
+            apply_patch(folder, patch)
         except subprocess.CalledProcessError as exc:
-            return [*problems, f"the test patch does not apply: {exc.stderr.strip()}"]
-        before = pytest_outcomes(repo)
-        try:
-            apply_patch(repo, task.patch)
-        except subprocess.CalledProcessError as exc:
-            return [*problems, f"the gold patch does not apply: {exc.stderr.strip()}"]
-        after = pytest_outcomes(repo)
+            return f"the {which} does not apply: {exc.stderr.strip()}"
+    return None
+
+
+def _run_problems(
+    task: RepoTask, base: dict[str, str], before: dict[str, str], with_doctests: dict[str, str]
+) -> list[str]:
+    problems = []
+    if not base or _not_passed(base):
+        problems.append(f"the base's own tests do not all pass: {_not_passed(base)}")
+    after = {test: outcome for test, outcome in with_doctests.items() if _is_test_id(test)}
+    examples = {test: outcome for test, outcome in with_doctests.items() if test not in after}
     fail_to_pass, pass_to_pass = _split(before, after)
     if sorted(task.fail_to_pass) != fail_to_pass:
         problems.append(f"FAIL_TO_PASS should be {fail_to_pass}, not {sorted(task.fail_to_pass)}")
@@ -139,6 +226,24 @@ def check_task(task: RepoTask) -> list[str]:
     broken = _not_passed(after)
     if broken:
         problems.append(f"with the gold patch these do not pass: {broken}")
+    if _not_passed(examples):
+        problems.append(
+            f"with the gold patch these docstrings' examples fail: {_not_passed(examples)}"
+        )
+    return problems
+
+
+def static_problems(task: RepoTask) -> list[str]:
+    """What is wrong with ``task`` that shows without running anything: a statement that
+    quotes a line the gold patch adds, a gold patch that changes test files."""
+    problems: list[str] = []
+    added = [line[1:].strip() for line in task.patch.splitlines() if line.startswith("+")]
+    leaked = [line for line in added if len(line) > 8 and line in task.problem_statement]
+    if leaked:
+        problems.append(f"the statement quotes the gold patch: {leaked}")
+    touched = re.findall(r"^diff --git a/(\S+)", task.patch, flags=re.MULTILINE)
+    if any(_is_test_file(path) for path in touched):
+        problems.append(f"the gold patch changes test files: {touched}")
     return problems
 
 
@@ -148,17 +253,19 @@ def pack(source: Path, name: str) -> RepoTask:
     fix = _read_tree(source / "fix")
     hidden = _read_tree(source / "hidden")
     with tempfile.TemporaryDirectory(prefix="collimate-pack-") as scratch:
-        repo = Path(scratch)
+        repo = Path(scratch) / "git"
         write_files(files, repo)
         _git(repo, "init", "-q")
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", "base")
         test_patch = _diff_of(repo, {p: file_text(t) for p, t in hidden.items()})
         patch = _diff_of(repo, {p: file_text(t) for p, t in fix.items()})
-        apply_patch(repo, test_patch)
-        before = pytest_outcomes(repo)
-        apply_patch(repo, patch)
-        after = pytest_outcomes(repo)
+        hidden_state, gold_state = Path(scratch) / "hidden", Path(scratch) / "gold"
+        for state, patches in ((hidden_state, [test_patch]), (gold_state, [test_patch, patch])):
+            write_files(files, state)
+            for each in patches:
+                apply_patch(state, each)
+        before, after = run_suites([(hidden_state, False), (gold_state, False)])
     fail_to_pass, pass_to_pass = _split(before, after)
     return RepoTask(
         name=name,
@@ -222,6 +329,10 @@ def _not_passed(outcomes: dict[str, str]) -> dict[str, str]:
     return {test: outcome for test, outcome in outcomes.items() if outcome != "passed"}
 
 
+def _is_test_id(node_id: str) -> bool:
+    return _is_test_file(node_id.split("::", 1)[0])
+
+
 def _is_test_file(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return path.startswith("tests/") or name.startswith("test_") or name == "conftest.py"
@@ -245,7 +356,10 @@ def _main(argv: list[str]) -> int:
         unpack(_read(Path(paths[0])), Path(paths[1]))
         return 0
     elif command == "check":
-        problems = [f"{p}: {problem}" for p in paths for problem in check_task(_read(Path(p)))]
+        found = check_tasks([_read(Path(p)) for p in paths])
+        problems = [
+            f"{p}: {problem}" for p, each in zip(paths, found, strict=True) for problem in each
+        ]
     else:
         print(usage, file=sys.stderr)
         return 2
