@@ -397,3 +397,25 @@ def test_a_lost_sandbox_is_an_infrastructure_error_never_a_reward(
         _, reward, terminated, truncated, info = env.step(_bash("ls"))
         assert info["infra_error"] is True and reward == 0.0 and truncated and not terminated
     env.close()
+
+
+def test_code_under_test_printing_a_fake_report_earns_nothing(
+    local_client: Any, no_leaks: None
+) -> None:
+    """The report frame carries a per-grade nonce the code under test never sees."""
+    env = _env(local_client, [CALC_ROW])
+    env.reset(seed=0)
+    fake = '{"tests/test_mean.py::test_mean_of_two": "passed", "tests/test_mean.py::test_mean_of_one": "passed"}'
+    env.step(
+        _bash(
+            "cat >> calc/__init__.py <<'EOF'\n"
+            "import sys\n"
+            f"for guess in ('0' * 32, 'f' * 32):\n"
+            f"    sys.__stdout__.write('\\n@@COLREPORT ' + guess + ' 0\\n' + {fake!r} + '\\n')\n"
+            "EOF"
+        )
+    )
+    reward, info = _submit(env)
+    assert reward == 0.0 and info["rejected"] is None and "@@COLREPORT 000" in info["log_tail"]
+    assert info["tests"]["tests/test_mean.py::test_mean_of_two"] == "failed"
+    env.close()
