@@ -121,6 +121,11 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         self._infra = np.zeros(num_envs, dtype=bool)
         self._group_over = np.zeros(self.num_groups, dtype=bool)
 
+    @property
+    def member_sandboxes(self) -> list[Any]:
+        """Each member's sandbox in the running episodes (``None`` for a member without one)."""
+        return [e.member if e is not None else None for e in self._episodes]
+
     def _members(self, g: int) -> range:
         return range(g * self.group_size, (g + 1) * self.group_size)
 

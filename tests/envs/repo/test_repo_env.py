@@ -419,3 +419,22 @@ def test_code_under_test_printing_a_fake_report_earns_nothing(
     assert reward == 0.0 and info["rejected"] is None and "@@COLREPORT 000" in info["log_tail"]
     assert info["tests"]["tests/test_mean.py::test_mean_of_two"] == "failed"
     env.close()
+
+
+def test_a_group_member_lost_to_the_node_is_flagged_and_has_no_advantage(
+    local_client: Any, no_leaks: None
+) -> None:
+    envs = gym.make_vec(
+        "collimate/Repo-v0", num_envs=3, group_size=3, task_set=[CALC_ROW], client=local_client
+    )
+    envs.reset(seed=0)
+    local_client.delete_session(envs.unwrapped.member_sandboxes[2].session_id)
+    fix = _bash("sed -i 's/(len(values) + 1)/len(values)/' calc/ops.py")
+    _, rewards, _, truncated, infos = envs.step([fix, _bash("true"), _bash("true")])
+    assert infos["infra_error"][2] and truncated[2] and rewards[2] == 0.0 and "error" in infos
+    submit = {"name": "submit"}
+    _, rewards, _, _, infos = envs.step([submit, submit, submit])
+    assert list(rewards) == [1.0, 0.0, 0.0] and infos["waiting"][2]
+    assert infos["group_done"][0] and np.isnan(infos["advantage"][2])
+    np.testing.assert_allclose(infos["advantage"][:2], [1.0, -1.0], atol=1e-4)
+    envs.close()

@@ -239,3 +239,24 @@ def test_long_output_keeps_head_and_tail_around_a_marker() -> None:
         and out.endswith("t" * 180)
         and "[... 700 characters truncated ...]" in out
     )
+
+
+def test_expected_statuses_and_partial_scores() -> None:
+    from collimate_envs.repo._grader import _score
+
+    r2e = RepoTask(
+        "r", "x", files={"a.py": b""}, expected={"t.py::a": "PASSED", "t.py::b": "FAILED"}
+    )
+    graded = _score(
+        r2e.tests, r2e, {"t.py::a": "passed", "t.py::b": "failed"}, "", 1, diff="", partial=False
+    )
+    assert graded.reward == 1.0 and graded.passed == 2
+    graded = _score(
+        r2e.tests, r2e, {"t.py::a": "passed", "t.py::b": "passed"}, "", 0, diff="", partial=True
+    )
+    assert graded.reward == 0.5
+    swe = RepoTask.from_row(CALC_ROW)
+    # a module that did not import: its tests are errors, the others missing
+    graded = _score(swe.tests, swe, {"tests/test_mean.py": "error"}, "", 2, diff="", partial=False)
+    assert graded.reward == 0.0 and graded.tests["tests/test_mean.py::test_mean_of_two"] == "error"
+    assert graded.tests["tests/test_ops.py::test_add"] == "missing"
