@@ -7,7 +7,7 @@ import.
 >>> import gymnasium as gym
 >>> import collimate_envs
 >>> sorted(env_id for env_id in gym.registry if env_id.startswith("collimate/"))
-['collimate/Code-v0', 'collimate/CodeFeedback-v0', 'collimate/Shell-v0']
+['collimate/Code-v0', 'collimate/CodeFeedback-v0', 'collimate/Repo-v0', 'collimate/Shell-v0']
 """
 
 from __future__ import annotations
@@ -22,18 +22,30 @@ __all__ = [
     "CodeEnv",
     "CodeFeedbackEnv",
     "GroupVectorEnv",
+    "RepoEnv",
+    "RepoGroupVectorEnv",
     "ShellEnv",
     "completion_space",
     "info",
     "prompt_space",
 ]
 
-ENV_IDS = ("collimate/Code-v0", "collimate/CodeFeedback-v0", "collimate/Shell-v0")
+ENV_IDS = (
+    "collimate/Code-v0",
+    "collimate/CodeFeedback-v0",
+    "collimate/Shell-v0",
+    "collimate/Repo-v0",
+)
 
 _ENTRY_POINTS = {
     "collimate/Code-v0": "collimate_envs.code:CodeEnv",
     "collimate/CodeFeedback-v0": "collimate_envs.feedback:CodeFeedbackEnv",
     "collimate/Shell-v0": "collimate_envs.shell:ShellEnv",
+    "collimate/Repo-v0": "collimate_envs.repo.env:RepoEnv",
+}
+_VECTOR_ENTRY_POINTS = {
+    "collimate/Code-v0": "collimate_envs.vector:GroupVectorEnv",
+    "collimate/Repo-v0": "collimate_envs.repo.vector:RepoGroupVectorEnv",
 }
 
 for _env_id, _entry_point in _ENTRY_POINTS.items():
@@ -41,9 +53,7 @@ for _env_id, _entry_point in _ENTRY_POINTS.items():
         register(
             id=_env_id,
             entry_point=_entry_point,
-            vector_entry_point=(
-                "collimate_envs.vector:GroupVectorEnv" if _env_id == "collimate/Code-v0" else None
-            ),
+            vector_entry_point=_VECTOR_ENTRY_POINTS.get(_env_id),
         )
 
 
@@ -54,6 +64,8 @@ def __getattr__(name: str) -> object:
         "CodeFeedbackEnv": "collimate_envs.feedback",
         "ShellEnv": "collimate_envs.shell",
         "GroupVectorEnv": "collimate_envs.vector",
+        "RepoEnv": "collimate_envs.repo.env",
+        "RepoGroupVectorEnv": "collimate_envs.repo.vector",
     }
     if name in lazy:
         import importlib

@@ -91,7 +91,8 @@ class CollimateEnvironment(Environment):  # type: ignore[misc]
     ) -> CollimateObservation:
         if self._env is None or self._state.done:
             raise CollimateUsageError("reset the environment before stepping it")
-        obs, reward, terminated, truncated, info = self._env.step(action.text)
+        move = action.tool_call if action.tool_call is not None else action.text
+        obs, reward, terminated, truncated, info = self._env.step(move)
         done = bool(terminated or truncated)
         self._state.step_count += 1
         self._state.done = done

@@ -11,9 +11,16 @@ __all__ = ["CollimateAction", "CollimateObservation", "CollimateState"]
 
 
 class CollimateAction(Action):  # type: ignore[misc]
-    """One action: the model's completion (a code answer, a shell command, ``submit``)."""
+    """One action: the model's completion (a code answer, a shell command, ``submit``).
 
-    text: str = Field(description="the completion or command")
+    ``collimate/Repo-v0`` takes a tool call too: ``tool_call={"name", "arguments"}`` (or the
+    same as JSON in ``text``, or text with one fenced bash block).
+    """
+
+    text: str = Field(default="", description="the completion or command")
+    tool_call: dict[str, Any] | None = Field(
+        default=None, description="Repo-v0: an OpenAI-style function call, over text"
+    )
 
 
 class CollimateObservation(Observation):  # type: ignore[misc]

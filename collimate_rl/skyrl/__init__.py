@@ -9,6 +9,8 @@ row's ``env_class`` (or ``environment.env_class``):
                            ``collimate/CodeFeedback-v0`` when ``max_turns > 1``
 ``collimate_code_feedback`` ``collimate/CodeFeedback-v0`` (multi-turn, test feedback)
 ``collimate_shell``        ``collimate/Shell-v0`` (a persistent sandbox session)
+``collimate_repo``         :class:`CollimateRepoEnv`: ``collimate/Repo-v0`` (tool calls on a
+                           repository; the row is a SWE-bench/R2E-Gym/SWE-smith task)
 ``collimate``              :class:`CollimateEnv`; ``env_config.env_id`` picks the env
 =========================  =========================================================
 
@@ -19,7 +21,7 @@ Rows carry ``reward_spec.ground_truth`` in any format
 >>> import skyrl_gym
 >>> from collimate_rl import skyrl
 >>> skyrl.register()
-['collimate', 'collimate_code', 'collimate_code_feedback', 'collimate_shell']
+['collimate', 'collimate_code', 'collimate_code_feedback', 'collimate_repo', 'collimate_shell']
 >>> env = skyrl_gym.make("collimate_code", env_config={},
 ...                      extras={"reward_spec": {"ground_truth": ["assert inc(1) == 2"]}})
 >>> type(env).__name__, env.spec.id
@@ -32,7 +34,14 @@ from typing import Any
 
 from collimate_rl._adapters import AdapterConfig
 
-__all__ = ["ENV_IDS", "AdapterConfig", "CollimateCodeEnv", "CollimateEnv", "register"]
+__all__ = [
+    "ENV_IDS",
+    "AdapterConfig",
+    "CollimateCodeEnv",
+    "CollimateEnv",
+    "CollimateRepoEnv",
+    "register",
+]
 
 _ENTRY = "collimate_rl.skyrl._env:"
 
@@ -42,6 +51,7 @@ ENV_IDS: dict[str, tuple[str, dict[str, Any]]] = {
     "collimate_code": (_ENTRY + "CollimateCodeEnv", {}),
     "collimate_code_feedback": (_ENTRY + "CollimateEnv", {"env_id": "collimate/CodeFeedback-v0"}),
     "collimate_shell": (_ENTRY + "CollimateEnv", {"env_id": "collimate/Shell-v0"}),
+    "collimate_repo": (_ENTRY + "CollimateRepoEnv", {}),
 }
 
 
@@ -76,7 +86,7 @@ def register(ids: list[str] | None = None) -> list[str]:
 
 def __getattr__(name: str) -> Any:
     # The env classes subclass skyrl_gym's BaseTextEnv: load them (and skyrl_gym) on use.
-    if name in ("CollimateEnv", "CollimateCodeEnv"):
+    if name in ("CollimateEnv", "CollimateCodeEnv", "CollimateRepoEnv"):
         try:
             from collimate_rl.skyrl import _env
         except ImportError as exc:

@@ -29,7 +29,7 @@ from collimate_rl._adapters import (
 from collimate_rl.errors import CollimateUsageError
 from collimate_rl.seeds import is_valid_seed
 
-__all__ = ["CollimateCodeEnv", "CollimateEnv"]
+__all__ = ["CollimateCodeEnv", "CollimateEnv", "CollimateRepoEnv"]
 
 #: ``env_config`` keys read besides the :class:`AdapterConfig` fields.
 ENV_CONFIG_KEYS = ("env_id", "env_kwargs")
@@ -218,3 +218,56 @@ class CollimateCodeEnv(CollimateEnv):
 
     def _choose_env_id(self) -> str:
         return "collimate/CodeFeedback-v0" if self.max_turns > 1 else "collimate/Code-v0"
+
+
+class CollimateRepoEnv(CollimateEnv):
+    """``collimate/Repo-v0`` for SkyRL: a multi-turn agent with tool calls on a repository task.
+
+    The row (``extras``) is the task itself when it carries an ``instance_id`` and a
+    ``problem_statement`` (a SWE-bench, R2E-Gym or SWE-smith row; ``repo_files`` and
+    ``template`` for a snapshot), else ``task_id`` picks a task of ``env_kwargs["task_set"]``
+    (default ``collimate-repos``). Each model turn is one action: a function call as JSON
+    (``{"name": ..., "arguments": {...}}``) or text with one fenced bash block; the tool's
+    output comes back as the next user message. ``extras["max_turns"]`` is the turn budget;
+    the reward arrives on the last turn (submit, or the budget spent). The tool schemas for
+    the chat template are :data:`collimate_envs.repo.TOOLS`.
+
+    >>> import skyrl_gym  # doctest: +SKIP
+    >>> env = skyrl_gym.make("collimate_repo", env_config={}, extras=swe_row)  # doctest: +SKIP
+    """
+
+    default_env_id = "collimate/Repo-v0"
+
+    def _ground_truth(self) -> Any:
+        return None  # a repository row is graded by its hidden tests, not a ground truth
+
+    def _make(self, prompt: Any) -> tuple[Any, dict[str, Any] | None]:
+        kwargs: dict[str, Any] = {
+            "client": self.config.client(),
+            "max_turns": max(self.max_turns, 1),
+            "command_timeout": self.config.timeout_seconds,
+        }
+        kwargs.update(self.env_kwargs)
+        options: dict[str, Any] | None = None
+        if self.extras.get("instance_id") and self.extras.get("problem_statement"):
+            row = {k: v for k, v in self.extras.items() if k not in ("max_turns", "prompt")}
+            kwargs["task_set"] = [row]
+        elif _row_get(self.extras, "task_id") is not None:
+            options = {"task_id": _row_get(self.extras, "task_id")}
+        return gym.make(self.env_id, disable_env_checker=True, **kwargs), options
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        """One tool call; its output is the next user message until the episode ends."""
+        if self.env is None:
+            raise CollimateUsageError("call init(prompt) before step()")
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.turns += 1
+        self.rewards.append(float(reward))
+        self.infra_errors += int(bool(info.get(keys.INFRA_ERROR)))
+        self.last_info = dict(info)
+        done = bool(terminated or truncated)
+        observations = [] if done else [{"role": "user", "content": obs}]
+        metadata = {k: v for k, v in info.items() if k not in ("log_tail",)}
+        return BaseTextEnvStepOutput(
+            observations=observations, reward=float(reward), done=done, metadata=metadata
+        )
