@@ -203,7 +203,10 @@ class ConfinedRoot:
         if stat.S_ISDIR(st.st_mode):
             if keep_dir:
                 return True
-            self._forget()
+            # The directory last resolved may lie inside the tree: forget it, unless it is the
+            # parent given here (which the removal leaves standing, and which we still use).
+            if self._last is not None and self._last[1] != dir_fd:
+                self._forget()
             remove_tree(dir_fd, name)
         else:
             os.unlink(name, dir_fd=dir_fd)
