@@ -430,3 +430,11 @@ def test_the_record_of_what_was_neutralised_stays_small(tmp_path: Path) -> None:
     _, report = _unpack(tmp_path, layer_blob([fifo(f"p{i}") for i in range(1500)]))
     assert len(report.neutralised) == 1001
     assert report.neutralised[-1].path == "..."
+
+
+def test_a_file_replaces_a_directory_the_layer_made_earlier(tmp_path: Path) -> None:
+    # found by the property test: the directory the entry's parent was resolved from must stay
+    # open while the directory in the way is removed
+    blob = layer_blob([directory("a/a"), file("a/a/inner", b"x"), file("a/a", b"file")])
+    unpack_layer_blob(blob.write(tmp_path / "blob"), blob.digest, blob.media_type, tmp_path / "l")
+    assert (tmp_path / "l" / "a" / "a").read_bytes() == b"file"
