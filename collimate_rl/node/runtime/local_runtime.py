@@ -63,6 +63,8 @@ TEMPLATE_ALIASES = {"py": BUILTIN_TEMPLATE}
 #: Every built-in template ``<id>`` has a networked twin ``<id><suffix>`` (``python3-net``):
 #: the same container, sessions with the egress relay (see docs/egress.md).
 NETWORK_TWIN_SUFFIX = "-net"
+#: The candidate seccomp policies a runtime can run (see ``syscall_policy`` below).
+SYSCALL_POLICIES = ("allowlist", "record")
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -82,8 +84,16 @@ class LocalRuntime:
         light_sessions: bool = True,
         native_zygote: bool = True,
         languages: Sequence[str] | str | None = None,
+        syscall_policy: str = "allowlist",
     ) -> None:
         self.isolation = isolation
+        if syscall_policy not in SYSCALL_POLICIES:
+            raise ValueError(
+                f"syscall_policy must be one of {SYSCALL_POLICIES}: {syscall_policy!r}"
+            )
+        #: "allowlist" (every call outside the list: ENOSYS); "record", the recorder's only:
+        #: every call but the dangerous ones allowed (``syscall_recorder.py``)
+        self.syscall_policy = syscall_policy
         #: sessions without a service or network are records run in boxes (docs/fast-path.md);
         #: False: every session gets its own server (the design before; tests of it use this)
         self.light_sessions = light_sessions
@@ -409,6 +419,7 @@ class LocalRuntime:
                 "lowers": lowers,
                 "commands": list(setup_commands),
                 "network": network,
+                "syscall_policy": self.syscall_policy,
                 "env": {
                     "PATH": search_path("/opt/collimate/bin", seen.path),
                     "HOME": "/sandbox",

@@ -23,6 +23,7 @@ from .environ import replace_environ, template_env
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .landlock import Fence, writable_paths
 from .layout import ZYGOTE_ENV, ZYGOTE_FD
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         tmp_dir: str
         cap_last: int
         seccomp: bytes
+        fence: Fence
         base_env: dict[str, str]
 
         def close_fds(self) -> None: ...
@@ -182,6 +184,7 @@ def exec_child(
         os.set_inheritable(3, False)
         if sv.isolated:
             hide_internals_and_drop_capabilities(sv.cap_last)
+            sv.fence.apply(writable_paths(sv.cfg))
             load_seccomp(sv.seccomp)
     except BaseException as exc:
         _setup_failed(exc)

@@ -1,0 +1,144 @@
+"""The Landlock fence of sandboxed code: write only the session's writable paths, read the rest,
+and, in a session without network, no TCP bind or connect.
+
+Three syscalls of our own through ctypes (stdlib only, as everything in the sandbox; see
+``docs/security.md``, "Landlock", for why not the ``landlock`` PyPI bindings). Defense in
+depth beside the read-only mounts, the uid and seccomp: where the kernel lacks Landlock the
+fence is skipped (the node logs it once, ``surface.py``), never an error.
+
+The master probes the ABI and builds the C structures once (``Fence``); each box, exec child
+and factory then applies it in its own mount namespace (path rules hold inodes, so they are
+made there), after its mounts and before its seccomp filter.
+
+>>> writable_paths({})
+('/sandbox', '/tmp', '/dev', '/proc')
+>>> writable_paths({"writable_paths": ["/"]})
+('/',)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .layout import SANDBOX_DIR
+from .syscalls import _syscall
+
+#: Same numbers on x86_64 and aarch64 (the calls are newer than the split of the tables).
+NR_CREATE_RULESET, NR_ADD_RULE, NR_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+#: Filesystem rights by ABI: 1 has the first 13, 2 adds REFER, 3 TRUNCATE, 5 IOCTL_DEV.
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+FS_EXECUTE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 2, 1 << 3
+FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+
+def writable_paths(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paths a session's code may write below: its working folder, ``/tmp``, ``/dev``
+    (``/dev/null``, ``/dev/shm``, its ptys) and ``/proc`` (its own pid namespace's).
+
+    The one place that says it: a template whose sessions write elsewhere (an image's
+    copy-on-write root) names its paths in its config's ``writable_paths``.
+    """
+    named = cfg.get("writable_paths")
+    if named:
+        return tuple(str(p) for p in named)
+    return (SANDBOX_DIR, "/tmp", "/dev", "/proc")
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 where it has none (or it is disabled)."""
+    abi = int(_syscall()(NR_CREATE_RULESET, 0, 0, LANDLOCK_CREATE_RULESET_VERSION, 0, 0))
+    return abi if abi > 0 else 0
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class Fence:
+    """A Landlock policy, ready to apply (built where no box exists yet: the master).
+
+    ``networked``: the session may bind and connect TCP (else neither, where the ABI can
+    say so). ``abi`` 0: nothing to apply.
+    """
+
+    def __init__(self, networked: bool, abi: int | None = None) -> None:
+        self.abi = landlock_abi() if abi is None else abi
+        fs = max((rights for level, rights in _FS_BY_ABI.items() if level <= self.abi), default=0)
+        net = 0 if networked or self.abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP
+        scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if self.abi >= 6 else 0
+        self.fs_rights = fs
+        # (the sizes tell an older kernel which fields we know: ABI 1-3 take 8 bytes, 4-5 16)
+        self._attr = _RulesetAttr(fs, net, scoped)
+        self._attr_size = 8 if self.abi < 4 else (16 if self.abi < 6 else 24)
+        self._read = _PathBeneath(FS_READ & fs, -1)
+        self._write = _PathBeneath(fs, -1)
+        self._addresses = (
+            ctypes.addressof(self._attr),
+            ctypes.addressof(self._read),
+            ctypes.addressof(self._write),
+        )
+
+    def apply(self, writable: tuple[str, ...]) -> bool:
+        """Restrict the calling thread (and every later child): read all, write ``writable``.
+
+        Needs ``no_new_privs``. False where the kernel has no Landlock; raises if it has and
+        the fence cannot be built (a missing writable path is skipped).
+        """
+        if self.abi <= 0:
+            return False
+        call = _syscall()
+        attr, read, write = self._addresses
+        ruleset = int(call(NR_CREATE_RULESET, attr, self._attr_size, 0, 0, 0))
+        if ruleset < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+        try:
+            self._add(call, ruleset, "/", self._read, read)
+            for path in writable:
+                self._add(call, ruleset, path, self._write, write)
+            if call(NR_RESTRICT_SELF, ruleset, 0, 0, 0, 0) < 0:
+                raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+        finally:
+            os.close(ruleset)
+        return True
+
+    @staticmethod
+    def _add(call: Any, ruleset: int, path: str, rule: _PathBeneath, address: int) -> None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            rule.parent_fd = fd
+            if call(NR_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, address, 0, 0) < 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
+        finally:
+            os.close(fd)
+
+
+def probe_error() -> str | None:
+    """Why Landlock is unavailable here (``None``: it is)."""
+    abi = int(_syscall()(NR_CREATE_RULESET, 0, 0, LANDLOCK_CREATE_RULESET_VERSION, 0, 0))
+    if abi > 0:
+        return None
+    err = ctypes.get_errno()
+    if err == errno.EOPNOTSUPP:
+        return "Landlock is built in but disabled (boot with lsm=...,landlock)"
+    return f"no Landlock in this kernel ({os.strerror(err)})"
