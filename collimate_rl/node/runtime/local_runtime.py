@@ -50,6 +50,7 @@ from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
 from .native import zygote_loop_library
 from .sandbox_uid import resolve_sandbox_uid
+from .surface import log_missing_layers
 from .template_host import TemplateHost
 
 log = logging.getLogger("collimate_rl.node.runtime")
@@ -214,6 +215,8 @@ class LocalRuntime:
             )
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             log.warning(msg)
+        else:
+            log_missing_layers()  # Landlock is defense in depth: a kernel without it goes on
         if self._state_arg is None:
             # default temp dirs of crashed nodes: nobody else would ever clean them
             _recovery.sweep_orphan_state_dirs(Path(tempfile.gettempdir()))
