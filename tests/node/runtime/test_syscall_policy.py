@@ -225,3 +225,27 @@ def test_collimate_doctor_reports_every_layer_active(require_bwrap: None) -> Non
     if os.geteuid() == 0:
         assert layers["sandbox uid"]["host_uid"] not in (0, None)
     assert done.returncode == (0 if report["ok"] else 1)
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="no Landlock scoping (ABI 6) here")
+def test_landlock_refuses_an_abstract_socket_outside_the_fence() -> None:
+    """A service's or another session's abstract unix socket is out of a fenced process's
+    reach; one made inside its own fence is not."""
+    name = f"\0collimate-scope-{os.getpid()}"
+    outside = socket.socket(socket.AF_UNIX)
+    outside.bind(name)
+    outside.listen(1)
+
+    def body() -> None:
+        assert Fence(networked=False).apply(("/tmp",))
+        with pytest.raises(PermissionError):
+            socket.socket(socket.AF_UNIX).connect(name)
+        inside = socket.socket(socket.AF_UNIX)
+        inside.bind(name + "-inside")
+        inside.listen(1)
+        socket.socket(socket.AF_UNIX).connect(name + "-inside")
+
+    try:
+        _in_child(body)
+    finally:
+        outside.close()

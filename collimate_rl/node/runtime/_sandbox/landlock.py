@@ -36,7 +36,7 @@ _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16)
 FS_EXECUTE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 2, 1 << 3
 FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
-SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 
 
 def writable_paths(cfg: Mapping[str, Any]) -> tuple[str, ...]:
@@ -82,7 +82,11 @@ class Fence:
         self.abi = landlock_abi() if abi is None else abi
         fs = max((rights for level, rights in _FS_BY_ABI.items() if level <= self.abi), default=0)
         net = 0 if networked or self.abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP
-        scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if self.abi >= 6 else 0
+        # abstract unix sockets: none to a process outside the fence (a service, the
+        # relay, another session's leftovers). Signals are not scoped: a session's code may
+        # still stop its own service or relay, which breaks only its own session (the tests
+        # of services and egress say so).
+        scoped = SCOPE_ABSTRACT_UNIX_SOCKET if self.abi >= 6 else 0
         self.fs_rights = fs
         # (the sizes tell an older kernel which fields we know: ABI 1-3 take 8 bytes, 4-5 16)
         self._attr = _RulesetAttr(fs, net, scoped)

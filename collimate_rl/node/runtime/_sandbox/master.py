@@ -75,6 +75,9 @@ class Master(SessionSetup, LightSessions):
             # services and networked sessions: IP sockets too (their namespace has only lo)
             inet = build_seccomp_filter(allow_inet=True, ip_only=True, allowlist=allowlist)
             self.cfg["_seccomp_inet"] = PreparedFilter(inet)
+            # the egress relay R: one thread that never starts a process (egress_relay.py)
+            relay = build_seccomp_filter(no_spawn=True, allowlist=allowlist)
+            self.cfg["_seccomp_relay"] = PreparedFilter(relay)
             # the Landlock fences (landlock.py): no TCP without network; none at ABI 0
             self.cfg["_fence"] = Fence(networked=False)
             self.cfg["_fence_net"] = Fence(networked=True, abi=self.cfg["_fence"].abi)
