@@ -26,6 +26,7 @@ from typing import Any
 
 from . import _recovery
 from . import bwrap as bw
+from ._sandbox.landlock import landlock_abi
 from .base import (
     Isolation,
     Limits,
@@ -50,7 +51,7 @@ from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
 from .native import zygote_loop_library
 from .sandbox_uid import resolve_sandbox_uid
-from .surface import log_missing_layers
+from .surface import allowed_call_count, log_missing_layers
 from .template_host import TemplateHost
 
 log = logging.getLogger("collimate_rl.node.runtime")
@@ -157,7 +158,8 @@ class LocalRuntime:
             return None
 
     def info(self) -> dict[str, Any]:
-        """Facts for ``/v1/health`` and logs (isolation, bwrap, uid, cgroup)."""
+        """Facts for ``/v1/health`` and logs (isolation, bwrap, uid, cgroup, syscall policy)."""
+        isolated = self.isolation is Isolation.BWRAP
         return {
             "isolation": self.isolation.value,
             "isolated": self.isolation is Isolation.BWRAP,
@@ -165,6 +167,10 @@ class LocalRuntime:
             "sandbox_uid": self.sandbox_uid,
             "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
             "zygote_loop": self._zygote_loop_kind(),
+            # the candidates' seccomp policy and its size, the Landlock ABI (collimate doctor)
+            "syscall_policy": self.syscall_policy if isolated else None,
+            "allowed_syscalls": allowed_call_count() if isolated else None,
+            "landlock_abi": landlock_abi() if isolated else 0,
             "templates": self.templates(),
             "unavailable_templates": self.unavailable_templates(),
             "warning": None

@@ -30,9 +30,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ._sandbox import syscall_trace
-from ._sandbox.seccomp import build_seccomp_filter
+from ._sandbox.seccomp import DENY_COMMON, build_seccomp_filter
+from ._sandbox.syscall_allowlist import allowed_calls
 from ._sandbox.syscall_table import SYSCALL_NUMBERS
 from .base import ExecSpec, Limits
 from .local_runtime import LocalRuntime
@@ -247,12 +249,94 @@ async def record_all(names: list[str], limits: Limits | None = None) -> dict[str
         await runtime.close()
 
 
+#: Docker's default capability set (a container's calls gated on one of these are allowed).
+DOCKER_DEFAULT_CAPS = frozenset(
+    [
+        "CAP_CHOWN",
+        "CAP_DAC_OVERRIDE",
+        "CAP_FSETID",
+        "CAP_FOWNER",
+        "CAP_MKNOD",
+        "CAP_NET_RAW",
+        "CAP_SETGID",
+        "CAP_SETUID",
+        "CAP_SETFCAP",
+        "CAP_SETPCAP",
+        "CAP_NET_BIND_SERVICE",
+        "CAP_SYS_CHROOT",
+        "CAP_KILL",
+        "CAP_AUDIT_WRITE",
+    ]
+)
+_DOCKER_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def compare_with_docker(profile: dict[str, Any], arch: str) -> dict[str, Any]:
+    """Docker's default ``profile`` (moby's ``default.json``, parsed) against our allowlist on
+    ``arch``: the names each allows, per rule kind, and the differences (facts only)."""
+    known = set(SYSCALL_NUMBERS[arch])
+    allowed: set[str] = set()
+    with_args: dict[str, list[str]] = {}
+    errnos: dict[str, str] = {}
+    with_caps: dict[str, list[str]] = {}
+    for rule in profile["syscalls"]:
+        inc, exc = rule.get("includes") or {}, rule.get("excludes") or {}
+        if _DOCKER_ARCH[arch] not in inc.get("arches", [_DOCKER_ARCH[arch]]):
+            continue
+        if _DOCKER_ARCH[arch] in exc.get("arches", []):
+            continue
+        names = [n for n in rule["names"] if n in known]
+        caps = set(inc.get("caps") or [])
+        if caps and not caps & DOCKER_DEFAULT_CAPS:
+            for n in names:
+                with_caps[n] = sorted(set(with_caps.get(n, [])) | caps)
+            continue
+        if set(exc.get("caps") or []) & DOCKER_DEFAULT_CAPS:
+            continue
+        for n in names:
+            if rule["action"] != "SCMP_ACT_ALLOW":
+                errnos[n] = f"errno {rule.get('errnoRet')}"
+                continue
+            allowed.add(n)
+            for a in rule.get("args") or []:
+                op = a["op"].replace("SCMP_CMP_", "")
+                with_args.setdefault(n, []).append(f"arg{a['index']} {op} {a['value']}")
+    ours = {n for n in allowed_calls(arch) if n in known}
+    return {
+        "docker_allows": sorted(allowed),
+        "docker_allows_only_with_arguments": dict(sorted(with_args.items())),
+        "docker_errno": dict(sorted(errnos.items())),
+        "docker_allows_only_with_capability": with_caps,
+        "ours_allow": sorted(ours),
+        "only_docker_allows": sorted(allowed - ours),
+        "only_ours_allow": sorted(ours - allowed),
+        "ours_refuse_with_eperm": sorted(n for n in (*DENY_COMMON, "iopl", "ioperm") if n in known),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", default=sorted(WORKLOADS))
     parser.add_argument("--write", type=Path, help="folder for one <workload>.json each")
     parser.add_argument("--rootfs", type=Path, action="append", default=[], help="a rootfs tar")
+    parser.add_argument(
+        "--docker-profile",
+        type=Path,
+        help="moby's profiles/seccomp/default.json: rewrite docs/syscalls/docker-default.json "
+        "(--docker-source names its version) and record nothing",
+    )
+    parser.add_argument("--docker-source", type=json.loads, default={}, help="JSON facts")
     args = parser.parse_args(argv)
+    if args.docker_profile is not None:
+        profile = json.loads(args.docker_profile.read_text())
+        out = {
+            "source": args.docker_source,
+            "default_action": f"{profile['defaultAction']} (errno {profile.get('defaultErrnoRet')})",
+            "docker_default_capabilities": sorted(DOCKER_DEFAULT_CAPS),
+            "arches": {arch: compare_with_docker(profile, arch) for arch in ("x86_64", "aarch64")},
+        }
+        print(json.dumps(out, indent=1))
+        return 0
     found = asyncio.run(record_all(args.workloads)) if args.workloads != ["none"] else {}
     for tar in args.rootfs:
         with tempfile.TemporaryDirectory() as tmp:

@@ -142,7 +142,7 @@ def test_every_syscall_gets_the_same_action(arch: str, policy: str) -> None:
     for nr in range(0, 1024):
         if nr in ours.SYSCALLS[arch].values() and nr not in known:
             continue  # a syscall this libseccomp cannot name (it lets it through)
-        for args in ((0,), (AF_UNIX,), (AF_INET,), (CLONE_NEW_MASK,)):
+        for args in ((0,), (AF_UNIX,), (AF_INET,), (CLONE_NEW_MASK,), (0x20008,), (0x0040000,)):
             assert run_bpf(mine, nr, aid, args) == run_bpf(theirs, nr, aid, args), (nr, args)
     for other in set(ours.ARCH_IDS.values()) - {aid}:
         assert run_bpf(mine, 0, other) == run_bpf(theirs, 0, other) == ours.SECCOMP_RET_KILL_PROCESS
@@ -157,10 +157,10 @@ def test_every_syscall_gets_the_same_action(arch: str, policy: str) -> None:
 @given(
     arch=st.sampled_from(sorted(ARCHES)),
     policy=st.sampled_from(sorted(POLICIES)),
-    name=st.sampled_from(["clone", "socket", "socketpair"]),
+    name=st.sampled_from(["clone", "socket", "socketpair", "personality"]),
     arg=st.one_of(
         st.integers(0, 0xFFFFFFFF),
-        st.sampled_from([0, 1, 2, 3, 9, 10, 11, 16, 17, 0x11]),
+        st.sampled_from([0, 1, 2, 3, 9, 10, 11, 16, 17, 0x11, *ours.PERSONALITIES]),
         st.integers(0, 31).map(lambda b: 1 << b),
     ),
 )

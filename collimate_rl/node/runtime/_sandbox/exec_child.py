@@ -1,7 +1,8 @@
 """The exec child: a fork of the session server that runs one exec, then exits.
 
 It hides the node's internals in a private mount namespace, drops every
-capability, sets ``no_new_privs``, loads the seccomp filter, applies the
+capability, sets ``no_new_privs``, applies the Landlock fence (``landlock.py``), loads
+the seccomp filter, applies the
 rlimits, writes the exec's files byte-exact, seeds, acknowledges the seed
 on fd 3 and runs the command, the argv list or the ``code`` (in this warm
 interpreter for ``python3`` templates).
