@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -249,3 +250,20 @@ def test_landlock_refuses_an_abstract_socket_outside_the_fence() -> None:
         _in_child(body)
     finally:
         outside.close()
+
+
+def test_without_landlock_the_fence_is_skipped_and_the_node_says_so(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel without Landlock cannot run here: its probe's answer is stood in for."""
+    from collimate_rl.node.runtime import surface
+
+    def body() -> None:
+        assert Fence(networked=False, abi=0).apply(("/tmp",)) is False
+        Path(tempfile.mkdtemp(dir="/var/tmp")).rmdir()  # nothing was fenced
+
+    _in_child(body)
+    monkeypatch.setattr(surface, "probe_error", lambda: "no Landlock in this kernel (stand-in)")
+    with caplog.at_level(logging.WARNING, logger="collimate_rl.node"):
+        surface.log_missing_layers()
+    assert "Landlock fence off: no Landlock in this kernel (stand-in)" in caplog.text
