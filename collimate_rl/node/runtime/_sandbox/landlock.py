@@ -80,7 +80,10 @@ class Fence:
 
     def __init__(self, networked: bool, abi: int | None = None) -> None:
         self.abi = landlock_abi() if abi is None else abi
-        fs = max((rights for level, rights in _FS_BY_ABI.items() if level <= self.abi), default=0)
+        every = max((rights for level, rights in _FS_BY_ABI.items() if level <= self.abi), default=0)
+        # Reads are not handled at all, so they need no rule and cost nothing: a handled
+        # right makes the kernel walk the path of every open (a Python import opens many).
+        fs = every & ~FS_READ
         net = 0 if networked or self.abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP
         # abstract unix sockets: none to a process outside the fence (a service, the
         # relay, another session's leftovers). Signals are not scoped: a session's code may
@@ -91,16 +94,12 @@ class Fence:
         # (the sizes tell an older kernel which fields we know: ABI 1-3 take 8 bytes, 4-5 16)
         self._attr = _RulesetAttr(fs, net, scoped)
         self._attr_size = 8 if self.abi < 4 else (16 if self.abi < 6 else 24)
-        self._read = _PathBeneath(FS_READ & fs, -1)
         self._write = _PathBeneath(fs, -1)
-        self._addresses = (
-            ctypes.addressof(self._attr),
-            ctypes.addressof(self._read),
-            ctypes.addressof(self._write),
-        )
+        self._addresses = (ctypes.addressof(self._attr), ctypes.addressof(self._write))
 
     def apply(self, writable: tuple[str, ...]) -> bool:
-        """Restrict the calling thread (and every later child): read all, write ``writable``.
+        """Restrict the calling thread (and every later child): write only below ``writable``
+        (reading, executing and listing stay as the mounts and modes say).
 
         Needs ``no_new_privs``. False where the kernel has no Landlock; raises if it has and
         the fence cannot be built (a missing writable path is skipped).
@@ -108,12 +107,11 @@ class Fence:
         if self.abi <= 0:
             return False
         call = _syscall()
-        attr, read, write = self._addresses
+        attr, write = self._addresses
         ruleset = int(call(NR_CREATE_RULESET, attr, self._attr_size, 0, 0, 0))
         if ruleset < 0:
             raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
         try:
-            self._add(call, ruleset, "/", self._read, read)
             for path in writable:
                 self._add(call, ruleset, path, self._write, write)
             if call(NR_RESTRICT_SELF, ruleset, 0, 0, 0, 0) < 0:
