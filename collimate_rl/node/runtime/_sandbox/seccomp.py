@@ -155,9 +155,7 @@ def _rules(
     if no_spawn:
         deny += [n for n in (*DENY_SPAWN, "clone") if n in nr]
     rules.update((nr[name], "eperm") for name in deny)  # the dangerous ones win
-    rules.setdefault(nr["clone3"], "enosys")
-    if rules.get(nr["clone3"]) == "allow":
-        rules[nr["clone3"]] = "enosys"
+    rules[nr["clone3"]] = "enosys"  # (glibc falls back to clone, whose flags we can read)
     if rules.get(nr["clone"]) != "eperm":
         rules[nr["clone"]] = "clone"
     if not allow_inet or ip_only:
