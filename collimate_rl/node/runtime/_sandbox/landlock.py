@@ -82,7 +82,9 @@ class Fence:
 
     def __init__(self, networked: bool, abi: int | None = None) -> None:
         self.abi = landlock_abi() if abi is None else abi
-        every = max((rights for level, rights in _FS_BY_ABI.items() if level <= self.abi), default=0)
+        every = max(
+            (rights for level, rights in _FS_BY_ABI.items() if level <= self.abi), default=0
+        )
         # Reads are not handled at all, so they need no rule and cost nothing: a handled
         # right makes the kernel walk the path of every open (a Python import opens many).
         fs = every & ~FS_READ
