@@ -57,7 +57,6 @@ from .exec_child import EXEC_DEFAULT_SIGNALS, ExecJob, run_job
 from .factory import Stdio, run_main
 from .framing import read_frame, write_all
 from .hardening import apply_limits, drop_all_capabilities
-from .landlock import writable_paths
 from .layout import COVER_DIR, INTERNAL_DIR, SANDBOX_DIR
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -173,7 +172,7 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     spec.fds, spec.ready_w = list(range(len(spec.fds))), ready  # where they are now
     drop_all_capabilities(spec.cap_last, bounding=True)
     # after the mounts (a fenced process may not change its mounts), before seccomp
-    spec.cfg["_fence"].apply(writable_paths(spec.cfg))  # a light session has no network
+    spec.cfg["_fence"].apply()  # its writable_paths; a light session has no network
     load_seccomp(spec.cfg["_seccomp"])  # prepared by the master
     return ready
 

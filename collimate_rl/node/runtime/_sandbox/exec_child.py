@@ -24,7 +24,7 @@ from .environ import replace_environ, template_env
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
-from .landlock import Fence, writable_paths
+from .landlock import Fence
 from .layout import ZYGOTE_ENV, ZYGOTE_FD
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -185,7 +185,7 @@ def exec_child(
         os.set_inheritable(3, False)
         if sv.isolated:
             hide_internals_and_drop_capabilities(sv.cap_last)
-            sv.fence.apply(writable_paths(sv.cfg))
+            sv.fence.apply()  # the template's writable_paths
             load_seccomp(sv.seccomp)
     except BaseException as exc:
         _setup_failed(exc)

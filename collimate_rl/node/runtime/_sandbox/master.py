@@ -31,7 +31,7 @@ from .common import b36, freeze_heap
 from .factory import load_warm_modules
 from .framing import recv_msg, send_msg
 from .home import Home
-from .landlock import Fence
+from .landlock import Fence, writable_paths
 from .layout import INTERNAL_DIR
 from .light import LightSessions
 from .members import Members
@@ -79,8 +79,9 @@ class Master(SessionSetup, LightSessions):
             relay = build_seccomp_filter(no_spawn=True, allowlist=allowlist)
             self.cfg["_seccomp_relay"] = PreparedFilter(relay)
             # the Landlock fences (landlock.py): no TCP without network; none at ABI 0
-            self.cfg["_fence"] = Fence(networked=False)
-            self.cfg["_fence_net"] = Fence(networked=True, abi=self.cfg["_fence"].abi)
+            paths = writable_paths(self.cfg)
+            self.cfg["_fence"] = fence = Fence(networked=False, writable=paths)
+            self.cfg["_fence_net"] = Fence(networked=True, abi=fence.abi, writable=paths)
         try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
             # (popped: their encoded code would stay in every image forked from here)
             load_warm_modules(self.cfg.pop("warm_modules", None))
