@@ -21,6 +21,12 @@ def _serve(argv: Sequence[str]) -> int:
     return serve_main(list(argv))
 
 
+def _doctor(argv: Sequence[str]) -> int:
+    from collimate_rl.node.runtime.surface import main as doctor_main
+
+    return doctor_main(list(argv))
+
+
 def _demo(argv: Sequence[str]) -> int:
     from collimate_envs.demo import main as demo_main
 
@@ -48,6 +54,7 @@ _PASSTHROUGH: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "serve": (_serve, "run the local sandbox node in the foreground"),
     "bench": (_bench, "run the benchmark suite and print a table (--quick, --json)"),
     "demo": (_demo, "grade a GRPO group of completions on an embedded local node"),
+    "doctor": (_doctor, "which isolation layers are active on this host (a probe in a sandbox)"),
 }
 
 
@@ -71,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     _grade.register(sub, common)
     _eval.register(sub, common)
     _top.register(sub, common)
-    for name in ("bench", "demo"):
+    for name in ("bench", "demo", "doctor"):
         sub.add_parser(name, help=_PASSTHROUGH[name][1], add_help=False)
     return parser
 

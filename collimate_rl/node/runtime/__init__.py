@@ -87,6 +87,7 @@ def create_runtime(
     light_sessions: bool = True,
     native_zygote: bool = True,
     languages: str | Sequence[str] | None = None,
+    syscall_policy: str = "allowlist",
 ) -> LocalRuntime:
     """Build (not start) the node's runtime; ``await runtime.start()`` next.
 
@@ -113,6 +114,9 @@ def create_runtime(
     ``COLLIMATE_LANGUAGES`` environment variable, default ``"auto"``, every
     toolchain found; ``"none"``; or names such as ``["c", "cpp"]``). Each
     starts on first use; see :mod:`.languages`.
+    ``syscall_policy``: ``"allowlist"`` (every call outside the reviewed list gets ENOSYS,
+    docs/security.md); ``"record"`` only for the syscall recorder (:mod:`.syscall_recorder`),
+    which must see the calls a workload tries: every call but the dangerous ones allowed.
     """
     uid = resolve_sandbox_uid(sandbox_uid)
     if isolation is None:
@@ -147,4 +151,5 @@ def create_runtime(
         light_sessions=light_sessions,
         native_zygote=native_zygote,
         languages=languages,
+        syscall_policy=syscall_policy,
     )

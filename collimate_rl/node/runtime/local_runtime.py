@@ -26,6 +26,7 @@ from typing import Any
 
 from . import _recovery
 from . import bwrap as bw
+from ._sandbox.landlock import landlock_abi
 from .base import (
     Isolation,
     Limits,
@@ -50,6 +51,7 @@ from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
 from .native import zygote_loop_library
 from .sandbox_uid import resolve_sandbox_uid
+from .surface import allowed_call_count, log_missing_layers
 from .template_host import TemplateHost
 
 log = logging.getLogger("collimate_rl.node.runtime")
@@ -63,6 +65,8 @@ TEMPLATE_ALIASES = {"py": BUILTIN_TEMPLATE}
 #: Every built-in template ``<id>`` has a networked twin ``<id><suffix>`` (``python3-net``):
 #: the same container, sessions with the egress relay (see docs/egress.md).
 NETWORK_TWIN_SUFFIX = "-net"
+#: The candidate seccomp policies a runtime can run (see ``syscall_policy`` below).
+SYSCALL_POLICIES = ("allowlist", "record")
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -82,8 +86,16 @@ class LocalRuntime:
         light_sessions: bool = True,
         native_zygote: bool = True,
         languages: Sequence[str] | str | None = None,
+        syscall_policy: str = "allowlist",
     ) -> None:
         self.isolation = isolation
+        if syscall_policy not in SYSCALL_POLICIES:
+            raise ValueError(
+                f"syscall_policy must be one of {SYSCALL_POLICIES}: {syscall_policy!r}"
+            )
+        #: "allowlist" (every call outside the list: ENOSYS); "record", the recorder's only:
+        #: every call but the dangerous ones allowed (``syscall_recorder.py``)
+        self.syscall_policy = syscall_policy
         #: sessions without a service or network are records run in boxes (docs/fast-path.md);
         #: False: every session gets its own server (the design before; tests of it use this)
         self.light_sessions = light_sessions
@@ -146,7 +158,8 @@ class LocalRuntime:
             return None
 
     def info(self) -> dict[str, Any]:
-        """Facts for ``/v1/health`` and logs (isolation, bwrap, uid, cgroup)."""
+        """Facts for ``/v1/health`` and logs (isolation, bwrap, uid, cgroup, syscall policy)."""
+        isolated = self.isolation is Isolation.BWRAP
         return {
             "isolation": self.isolation.value,
             "isolated": self.isolation is Isolation.BWRAP,
@@ -154,6 +167,10 @@ class LocalRuntime:
             "sandbox_uid": self.sandbox_uid,
             "memory_cgroup": str(self._memcg_parent) if self._memcg_parent else None,
             "zygote_loop": self._zygote_loop_kind(),
+            # the candidates' seccomp policy and its size, the Landlock ABI (collimate doctor)
+            "syscall_policy": self.syscall_policy if isolated else None,
+            "allowed_syscalls": allowed_call_count() if isolated else None,
+            "landlock_abi": landlock_abi() if isolated else 0,
             "templates": self.templates(),
             "unavailable_templates": self.unavailable_templates(),
             "warning": None
@@ -204,6 +221,8 @@ class LocalRuntime:
             )
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             log.warning(msg)
+        else:
+            log_missing_layers()  # Landlock is defense in depth: a kernel without it goes on
         if self._state_arg is None:
             # default temp dirs of crashed nodes: nobody else would ever clean them
             _recovery.sweep_orphan_state_dirs(Path(tempfile.gettempdir()))
@@ -409,6 +428,7 @@ class LocalRuntime:
                 "lowers": lowers,
                 "commands": list(setup_commands),
                 "network": network,
+                "syscall_policy": self.syscall_policy,
                 "env": {
                     "PATH": search_path("/opt/collimate/bin", seen.path),
                     "HOME": "/sandbox",

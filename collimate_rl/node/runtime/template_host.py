@@ -82,6 +82,7 @@ class HostRuntime(Protocol):
     site_dirs: list[Path]
     light_sessions: bool
     zygote_loop: Path | None
+    syscall_policy: str
     limits: Limits
 
     def chown(self, path: Path) -> None: ...
@@ -260,6 +261,7 @@ class TemplateHost:
             "warm_modules": warm_modules(spec.interpreter),
             "light": self.light,  # sessions as records, run in boxes (docs/fast-path.md)
             "zygote_loop": _in_container(self.runtime.zygote_loop),
+            "syscall_policy": self.runtime.syscall_policy,
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}

@@ -65,7 +65,7 @@ def test_every_syscall_is_decided_in_a_few_instructions(arch: str, policy: dict[
     prog = sv.build_seccomp_filter(arch, **policy)
     aid = sv.ARCH_IDS[arch]
     steps = [execute(prog, nr, aid, (arg,))[1] for nr in range(1024) for arg in (0, 1, 1 << 28)]
-    assert max(steps) <= 16
+    assert max(steps) <= 18  # (a search ~9 deep; personality's check compares five values)
 
 
 def test_x32_is_killed_and_io_ports_denied() -> None:

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collimate_rl.node.runtime._sandbox import seccomp as ours
+from collimate_rl.node.runtime._sandbox.syscall_allowlist import allowed_calls
 from collimate_rl.node.runtime._sandbox.syscalls import CLONE_NEW_MASK
 
 from ._bpf import run_bpf
@@ -31,22 +32,29 @@ from ._bpf import run_bpf
 seccomp: Any = pytest.importorskip("pyseccomp")
 
 ARCHES = {"x86_64": seccomp.Arch.X86_64, "aarch64": seccomp.Arch.AARCH64}
-POLICIES = {
+POLICIES: dict[str, dict[str, bool]] = {
     "exec": {},
     "bake": {"allow_inet": True},
     "service": {"allow_inet": True, "ip_only": True},
     "worker": {"no_spawn": True},
+    "recorder": {"allowlist": False},
+    "recorder-service": {"allowlist": False, "allow_inet": True, "ip_only": True},
 }
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 ERRNO_EPERM = ours.SECCOMP_RET_ERRNO | errno.EPERM
 
 
 def _libseccomp_filter(
-    arch: str, allow_inet: bool = False, ip_only: bool = False, no_spawn: bool = False
+    arch: str,
+    allow_inet: bool = False,
+    ip_only: bool = False,
+    no_spawn: bool = False,
+    allowlist: bool = True,
 ) -> bytes:
-    """Our policy, written as libseccomp rules."""
+    """Our policy, written as libseccomp rules: the allowlist (every other call ENOSYS), or
+    the recorder's (every other call allowed)."""
     try:
-        f = seccomp.SyscallFilter(seccomp.ALLOW)
+        f = seccomp.SyscallFilter(seccomp.ERRNO(errno.ENOSYS) if allowlist else seccomp.ALLOW)
     except (OSError, RuntimeError, AttributeError) as exc:  # pragma: no cover
         pytest.skip(f"libseccomp is not loadable: {exc}")
     f.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
@@ -55,14 +63,28 @@ def _libseccomp_filter(
         f.remove_arch(seccomp.Arch.NATIVE)
     table = ours.SYSCALLS[arch]
     eperm = seccomp.ERRNO(errno.EPERM)
+    refused = {*ours.DENY_COMMON, "iopl", "ioperm", "clone3", "clone", "socket", "socketpair"}
+    if no_spawn:
+        refused |= set(ours.DENY_SPAWN)
+    if allowlist:
+        for name in sorted(allowed_calls(arch) - refused - {"personality"}):
+            if name in table and seccomp.resolve_syscall(ARCHES[arch], name) >= 0:
+                f.add_rule(seccomp.ALLOW, name)
+        for persona in ours.PERSONALITIES:
+            f.add_rule(seccomp.ALLOW, "personality", seccomp.Arg(0, seccomp.EQ, persona))
     for name in [*ours.DENY_COMMON, "iopl", "ioperm"]:
         if name in table and seccomp.resolve_syscall(ARCHES[arch], name) >= 0:
             f.add_rule(eperm, name)  # (the newest ones may be unknown to it: skipped)
-    f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    if (
+        not allowlist
+    ):  # (the allowlist's default already: libseccomp refuses a rule that repeats it)
+        f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     if no_spawn:  # a worker: no process creation at all
         for name in [*ours.DENY_SPAWN, "clone"]:
             if name in table:
                 f.add_rule(eperm, name)
+    if allowlist and not no_spawn:
+        f.add_rule(seccomp.ALLOW, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEW_MASK, 0))
     bit = 1
     while bit <= CLONE_NEW_MASK and not no_spawn:
         if CLONE_NEW_MASK & bit:
@@ -70,6 +92,11 @@ def _libseccomp_filter(
         bit <<= 1
     refuse = seccomp.ERRNO(errno.EAFNOSUPPORT)
     for name in ("socket", "socketpair"):
+        if allowlist and (not allow_inet or ip_only):
+            for family in (AF_UNIX, AF_INET, AF_INET6) if allow_inet else (AF_UNIX,):
+                f.add_rule(seccomp.ALLOW, name, seccomp.Arg(0, seccomp.EQ, family))
+        elif allowlist:
+            f.add_rule(seccomp.ALLOW, name)
         if not allow_inet:
             f.add_rule(refuse, name, seccomp.Arg(0, seccomp.NE, AF_UNIX))
         elif ip_only:  # every domain but 1, 2 and 10, as one rule per range
@@ -96,7 +123,8 @@ def _known_to_libseccomp(arch: str) -> dict[str, int]:
 @pytest.mark.parametrize("arch", sorted(ARCHES))
 def test_our_syscall_numbers_match_libseccomp(arch: str) -> None:
     known = _known_to_libseccomp(arch)
-    assert len(known) >= len(ours.SYSCALLS[arch]) - 3  # a new syscall or two may be unknown
+    # only the calls newer than this libseccomp may be unknown to it (457 and up)
+    assert all(ours.SYSCALLS[arch][name] >= 457 for name in set(ours.SYSCALLS[arch]) - set(known))
     assert {name: ours.SYSCALLS[arch][name] for name in known} == known
     prog, aid = ours.build_seccomp_filter(arch), ours.ARCH_IDS[arch]
     for name in set(ours.SYSCALLS[arch]) - set(known):  # too new for it: we still deny
@@ -114,7 +142,7 @@ def test_every_syscall_gets_the_same_action(arch: str, policy: str) -> None:
     for nr in range(0, 1024):
         if nr in ours.SYSCALLS[arch].values() and nr not in known:
             continue  # a syscall this libseccomp cannot name (it lets it through)
-        for args in ((0,), (AF_UNIX,), (AF_INET,), (CLONE_NEW_MASK,)):
+        for args in ((0,), (AF_UNIX,), (AF_INET,), (CLONE_NEW_MASK,), (0x20008,), (0x0040000,)):
             assert run_bpf(mine, nr, aid, args) == run_bpf(theirs, nr, aid, args), (nr, args)
     for other in set(ours.ARCH_IDS.values()) - {aid}:
         assert run_bpf(mine, 0, other) == run_bpf(theirs, 0, other) == ours.SECCOMP_RET_KILL_PROCESS
@@ -129,10 +157,10 @@ def test_every_syscall_gets_the_same_action(arch: str, policy: str) -> None:
 @given(
     arch=st.sampled_from(sorted(ARCHES)),
     policy=st.sampled_from(sorted(POLICIES)),
-    name=st.sampled_from(["clone", "socket", "socketpair"]),
+    name=st.sampled_from(["clone", "socket", "socketpair", "personality"]),
     arg=st.one_of(
         st.integers(0, 0xFFFFFFFF),
-        st.sampled_from([0, 1, 2, 3, 9, 10, 11, 16, 17, 0x11]),
+        st.sampled_from([0, 1, 2, 3, 9, 10, 11, 16, 17, 0x11, *ours.PERSONALITIES]),
         st.integers(0, 31).map(lambda b: 1 << b),
     ),
 )

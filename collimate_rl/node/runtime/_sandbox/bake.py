@@ -40,7 +40,8 @@ def main(argv: list[str]) -> int:
     mount("overlay", SANDBOX_DIR, "overlay", MS_NOSUID | MS_NODEV, opts)
     mount("none", INTERNAL_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
     drop_all_capabilities(cap_last())
-    load_seccomp(build_seccomp_filter(allow_inet=bool(cfg.get("network"))))
+    allowlist = cfg.get("syscall_policy", "allowlist") != "record"
+    load_seccomp(build_seccomp_filter(allow_inet=bool(cfg.get("network")), allowlist=allowlist))
     os.chdir(SANDBOX_DIR)
     env = {str(k): str(v) for k, v in cfg["env"].items()}
     for cmd in cfg["commands"]:

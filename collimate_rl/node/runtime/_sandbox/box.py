@@ -6,8 +6,9 @@ pooled network namespace. The box is pid 1 of its pid namespace, in a copy of
 the session's mount namespace. Before it tells the master it is ready it maps
 its uid, mounts its own ``/proc``, covers ``/.collimate``, keeps only the
 descriptors it was given, drops every capability (the bounding set too: it is
-full again in a new user namespace), sets ``no_new_privs`` and loads the
-seccomp filter. Then, by role:
+full again in a new user namespace), sets ``no_new_privs``, applies the Landlock
+fence (``landlock.py``: writes only below the session's writable paths, no TCP) and loads
+the seccomp filter. Then, by role:
 
 * ``candidate``: the descriptors become fds 0..4 (program, stdout, stderr,
   socket, stdin, as the factory's spawn protocol has them, see ``factory.py``);
@@ -170,6 +171,8 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     os.closerange(len(spec.fds) + (ready >= 0), 1 << 16)
     spec.fds, spec.ready_w = list(range(len(spec.fds))), ready  # where they are now
     drop_all_capabilities(spec.cap_last, bounding=True)
+    # after the mounts (a fenced process may not change its mounts), before seccomp
+    spec.cfg["_fence"].apply()  # its writable_paths; a light session has no network
     load_seccomp(spec.cfg["_seccomp"])  # prepared by the master
     return ready
 

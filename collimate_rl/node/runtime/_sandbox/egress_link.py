@@ -58,7 +58,7 @@ class EgressLink:
             dir_fd = os.open(sock_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             hide_internals_and_drop_capabilities(self.cap_last)
             prctl(PR_SET_DUMPABLE, 0)
-            load_seccomp(self.cfg["_seccomp"])
+            load_seccomp(self.cfg["_seccomp_relay"])  # the exec's, and no process creation
             import resource
 
             apply_limits(dict(self.cfg["limits"], cpu_seconds=resource.RLIM_INFINITY))

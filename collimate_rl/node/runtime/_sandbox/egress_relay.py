@@ -13,8 +13,9 @@ R is started by the session server (``egress_link.py``) after the factory:
 it binds its listeners and brings loopback up while it still may, keeps an
 ``O_PATH`` descriptor of the socket folder, hides ``/.collimate``, drops every
 capability, becomes non-dumpable (so ``/proc/<R>/fd`` does not hand that
-descriptor to the session's code) and loads the exec seccomp filter (unix
-sockets only: accepting on a bound TCP listener needs no ``socket()``).
+descriptor to the session's code) and loads its seccomp filter: the exec's allowlist
+(unix sockets only: accepting on a bound TCP listener needs no ``socket()``) with no
+process creation (``fork``, ``clone``, ``execve``: R is one thread that starts nothing).
 
 >>> proxy_env()["HTTPS_PROXY"], proxy_env()["all_proxy"]
 ('http://127.0.0.1:3128', 'socks5h://127.0.0.1:1080')

@@ -1,7 +1,8 @@
 """The exec child: a fork of the session server that runs one exec, then exits.
 
 It hides the node's internals in a private mount namespace, drops every
-capability, sets ``no_new_privs``, loads the seccomp filter, applies the
+capability, sets ``no_new_privs``, applies the Landlock fence (``landlock.py``), loads
+the seccomp filter, applies the
 rlimits, writes the exec's files byte-exact, seeds, acknowledges the seed
 on fd 3 and runs the command, the argv list or the ``code`` (in this warm
 interpreter for ``python3`` templates).
@@ -23,6 +24,7 @@ from .environ import replace_environ, template_env
 from .factory import run_as_main
 from .framing import write_all
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .landlock import Fence
 from .layout import ZYGOTE_ENV, ZYGOTE_FD
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         tmp_dir: str
         cap_last: int
         seccomp: bytes
+        fence: Fence
         base_env: dict[str, str]
 
         def close_fds(self) -> None: ...
@@ -182,6 +185,7 @@ def exec_child(
         os.set_inheritable(3, False)
         if sv.isolated:
             hide_internals_and_drop_capabilities(sv.cap_last)
+            sv.fence.apply()  # the template's writable_paths
             load_seccomp(sv.seccomp)
     except BaseException as exc:
         _setup_failed(exc)

@@ -16,6 +16,7 @@ from typing import Any
 from .environ import replace_environ, template_env
 from .factory import Factory
 from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .landlock import Fence
 from .layout import ZYGOTE_ENV
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -29,6 +30,7 @@ class FactoryLink:
     isolated: bool
     cap_last: int
     seccomp: bytes
+    fence: Fence
     sandbox_dir: str
     devnull: int
     base_env: dict[str, str]
@@ -92,6 +94,7 @@ class FactoryLink:
             os.closerange(ready_w + 1, 1 << 16)
             hide_internals_and_drop_capabilities(self.cap_last)
             prctl(PR_SET_DUMPABLE, 0)
+            self.fence.apply()  # the template's writable_paths
             load_seccomp(self.seccomp)
             os.chdir(self.sandbox_dir)
             factory = Factory(socket.socket(fileno=3), self._prepare_spawned)

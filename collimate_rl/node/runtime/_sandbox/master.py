@@ -31,6 +31,7 @@ from .common import b36, freeze_heap
 from .factory import load_warm_modules
 from .framing import recv_msg, send_msg
 from .home import Home
+from .landlock import Fence, writable_paths
 from .layout import INTERNAL_DIR
 from .light import LightSessions
 from .members import Members
@@ -69,10 +70,18 @@ class Master(SessionSetup, LightSessions):
         import importlib
 
         if self.isolated:
-            self.cfg["_seccomp"] = PreparedFilter(build_seccomp_filter())
+            allowlist = self.cfg.get("syscall_policy", "allowlist") != "record"
+            self.cfg["_seccomp"] = PreparedFilter(build_seccomp_filter(allowlist=allowlist))
             # services and networked sessions: IP sockets too (their namespace has only lo)
-            inet = build_seccomp_filter(allow_inet=True, ip_only=True)
+            inet = build_seccomp_filter(allow_inet=True, ip_only=True, allowlist=allowlist)
             self.cfg["_seccomp_inet"] = PreparedFilter(inet)
+            # the egress relay R: one thread that never starts a process (egress_relay.py)
+            relay = build_seccomp_filter(no_spawn=True, allowlist=allowlist)
+            self.cfg["_seccomp_relay"] = PreparedFilter(relay)
+            # the Landlock fences (landlock.py): no TCP without network; none at ABI 0
+            paths = writable_paths(self.cfg)
+            self.cfg["_fence"] = fence = Fence(networked=False, writable=paths)
+            self.cfg["_fence_net"] = Fence(networked=True, abi=fence.abi, writable=paths)
         try:  # trusted modules, e.g. the grading harness (see factory.load_warm_modules)
             # (popped: their encoded code would stay in every image forked from here)
             load_warm_modules(self.cfg.pop("warm_modules", None))

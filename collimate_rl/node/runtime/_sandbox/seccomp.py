@@ -15,6 +15,8 @@ import errno
 import os
 import struct
 
+from .syscall_allowlist import allowed_calls
+from .syscall_table import SYSCALL_NUMBERS
 from .syscalls import CLONE_NEW_MASK, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prctl
 
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -30,6 +32,9 @@ _BPF_RET_K = 0x06
 AF_UNIX = 1
 AF_INET = 2
 AF_INET6 = 10
+#: The ``personality`` values Docker's default profile allows: PER_LINUX, PER_LINUX32,
+#: UNAME26, UNAME26 | PER_LINUX32, and 0xffffffff (a query that changes nothing).
+PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 
 #: Process creation, denied too for a process that must never start one (``no_spawn``).
 DENY_SPAWN = ["fork", "vfork", "execve", "execveat"]
@@ -80,112 +85,8 @@ DENY_COMMON = [
     "lookup_dcookie",
 ]
 
-SYSCALLS: dict[str, dict[str, int]] = {
-    "x86_64": {
-        "socket": 41,
-        "socketpair": 53,
-        "clone": 56,
-        "clone3": 435,
-        "ptrace": 101,
-        "syslog": 103,
-        "pivot_root": 155,
-        "chroot": 161,
-        "acct": 163,
-        "mount": 165,
-        "umount2": 166,
-        "swapon": 167,
-        "swapoff": 168,
-        "reboot": 169,
-        "iopl": 172,
-        "ioperm": 173,
-        "init_module": 175,
-        "delete_module": 176,
-        "quotactl": 179,
-        "lookup_dcookie": 212,
-        "kexec_load": 246,
-        "add_key": 248,
-        "request_key": 249,
-        "keyctl": 250,
-        "unshare": 272,
-        "perf_event_open": 298,
-        "name_to_handle_at": 303,
-        "open_by_handle_at": 304,
-        "setns": 308,
-        "process_vm_readv": 310,
-        "process_vm_writev": 311,
-        "kcmp": 312,
-        "finit_module": 313,
-        "kexec_file_load": 320,
-        "bpf": 321,
-        "userfaultfd": 323,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
-        "mount_setattr": 442,
-        "quotactl_fd": 443,
-        "open_tree_attr": 467,
-        "fork": 57,
-        "vfork": 58,
-        "execve": 59,
-        "execveat": 322,
-    },
-    "aarch64": {
-        "lookup_dcookie": 18,
-        "umount2": 39,
-        "mount": 40,
-        "pivot_root": 41,
-        "chroot": 51,
-        "quotactl": 60,
-        "acct": 89,
-        "unshare": 97,
-        "kexec_load": 104,
-        "init_module": 105,
-        "delete_module": 106,
-        "syslog": 116,
-        "ptrace": 117,
-        "reboot": 142,
-        "socket": 198,
-        "socketpair": 199,
-        "add_key": 217,
-        "request_key": 218,
-        "keyctl": 219,
-        "clone": 220,
-        "swapon": 224,
-        "swapoff": 225,
-        "perf_event_open": 241,
-        "name_to_handle_at": 264,
-        "open_by_handle_at": 265,
-        "setns": 268,
-        "process_vm_readv": 270,
-        "process_vm_writev": 271,
-        "kcmp": 272,
-        "finit_module": 273,
-        "bpf": 280,
-        "userfaultfd": 282,
-        "kexec_file_load": 294,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
-        "clone3": 435,
-        "mount_setattr": 442,
-        "quotactl_fd": 443,
-        "open_tree_attr": 467,
-        "execve": 221,
-        "execveat": 281,
-    },
-}
+#: ``{architecture: {syscall name: number}}``, every call of both (``syscall_table.py``).
+SYSCALLS: dict[str, dict[str, int]] = SYSCALL_NUMBERS
 
 ARCH_IDS = {"x86_64": AUDIT_ARCH_X86_64, "aarch64": AUDIT_ARCH_AARCH64}
 
@@ -200,22 +101,25 @@ def build_seccomp_filter(
     allow_inet: bool = False,
     ip_only: bool = False,
     no_spawn: bool = False,
+    allowlist: bool = True,
 ) -> bytes:
     """Return the raw BPF program (``struct sock_filter[]``) for ``arch``.
 
-    Denied: sockets other than AF_UNIX (EAFNOSUPPORT, unless ``allow_inet``;
-    with ``ip_only`` too, AF_INET/AF_INET6 are allowed, every other family not),
-    clone with any CLONE_NEW* flag (EPERM), clone3 (ENOSYS, glibc falls back
-    to clone), and the syscalls in ``DENY_COMMON`` plus iopl/ioperm (EPERM).
-    With ``no_spawn`` (a node worker, which never starts a process) every
-    ``clone`` and the syscalls in ``DENY_SPAWN`` are denied too (EPERM).
-    A foreign architecture or an x32 syscall kills the process.
+    With ``allowlist`` (the default) only the calls of ``syscall_allowlist.allowed_calls``
+    are allowed and every other number gets ENOSYS; ``personality`` only with the values
+    Docker allows (else ENOSYS). Without it (``allowlist=False``: the recorder's, see
+    ``syscall_recorder.py``) every other number is allowed. Either way: sockets other than
+    AF_UNIX get EAFNOSUPPORT (unless ``allow_inet``; with ``ip_only`` too, AF_INET/AF_INET6
+    are allowed, every other family not), clone with any CLONE_NEW* flag EPERM, clone3
+    ENOSYS (glibc falls back to clone), and the syscalls in ``DENY_COMMON`` plus
+    iopl/ioperm EPERM. With ``no_spawn`` (a node worker, which never starts a process) every
+    ``clone`` and the syscalls in ``DENY_SPAWN`` get EPERM too. A foreign architecture or
+    an x32 syscall kills the process.
     """
     arch = arch or os.uname().machine
     if arch not in SYSCALLS:
         raise OSError(errno.ENOSYS, f"no seccomp table for architecture {arch}")
     nr = SYSCALLS[arch]
-    errno_perm = SECCOMP_RET_ERRNO | errno.EPERM
     prog: list[bytes] = [
         _ins(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         _ins(_BPF_JEQ_K, 1, 0, ARCH_IDS[arch]),
@@ -227,76 +131,101 @@ def build_seccomp_filter(
             _ins(_BPF_JGE_K, 0, 1, 0x40000000),
             _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
         ]
-    deny = [n for n in DENY_COMMON if n in nr]
-    deny += [n for n in ("iopl", "ioperm") if n in nr]
-    if no_spawn:
-        deny += [n for n in (*DENY_SPAWN, "clone") if n in nr]
-    # what each syscall number with a rule gets: a verdict, or a block that reads an argument
-    rules: dict[int, str] = {nr[name]: "eperm" for name in deny}
-    rules.setdefault(nr["clone3"], "enosys")
-    rules.setdefault(nr["clone"], "clone")
-    if not allow_inet or ip_only:
-        for name in ("socket", "socketpair"):
-            rules.setdefault(nr[name], "ip" if allow_inet else "unix")
+    rules = _rules(arch, nr, allow_inet, ip_only, no_spawn, allowlist)
+    default = "enosys" if allowlist else "allow"
+    runs: list[tuple[int, str]] = []  # (first number, verdict) of each run of equal verdicts
+    for number in range(max(rules) + 2):
+        verdict = rules.get(number, default)
+        if not runs or runs[-1][1] != verdict:
+            runs.append((number, verdict))
     body: list[_Op] = []
-    _search(sorted(rules), rules, body)
-    for name, block in _ARGUMENT_CHECKS.items():
-        if name in rules.values():
-            body += block
-    body += [  # the verdicts last: classic BPF jumps only forward
-        ("allow", _BPF_RET_K, SECCOMP_RET_ALLOW, "", ""),
-        ("eperm", _BPF_RET_K, errno_perm, "", ""),
-        ("enosys", _BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS, "", ""),
-        ("eafnosupport", _BPF_RET_K, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT, "", ""),
-    ]
+    _search(runs, body)
     return b"".join(prog) + _assemble(body)
 
 
+def _rules(
+    arch: str, nr: dict[str, int], allow_inet: bool, ip_only: bool, no_spawn: bool, allowlist: bool
+) -> dict[int, str]:
+    """The verdict of each syscall number with a rule: a plain one, or an argument check's."""
+    rules: dict[int, str] = {}
+    if allowlist:
+        rules.update((nr[name], "allow") for name in allowed_calls(arch) if name in nr)
+        rules[nr["personality"]] = "personality"
+    deny = [n for n in (*DENY_COMMON, "iopl", "ioperm") if n in nr]
+    if no_spawn:
+        deny += [n for n in (*DENY_SPAWN, "clone") if n in nr]
+    rules.update((nr[name], "eperm") for name in deny)  # the dangerous ones win
+    rules[nr["clone3"]] = "enosys"  # (glibc falls back to clone, whose flags we can read)
+    if rules.get(nr["clone"]) != "eperm":
+        rules[nr["clone"]] = "clone"
+    if not allow_inet or ip_only:
+        for name in ("socket", "socketpair"):
+            rules[nr[name]] = "ip" if allow_inet else "unix"
+    return rules
+
+
 #: One instruction of a program being built: ``(label, code, k, jump if true, if false)``;
-#: a jump names the label it goes to, ``""`` the next instruction.
-_Op = tuple[str, int, int, str, str]
-#: The rules that read an argument (``seccomp_data.args[0]``, its low 32 bits).
-_ARGUMENT_CHECKS: dict[str, list[_Op]] = {
-    # clone(flags, ...): no new namespaces
-    "clone": [
-        ("clone", _BPF_LD_W_ABS, 16, "", ""),
-        ("", _BPF_JSET_K, CLONE_NEW_MASK, "eperm", "allow"),
-    ],
-    # socket(domain, ...) and socketpair: AF_UNIX only
-    "unix": [
-        ("unix", _BPF_LD_W_ABS, 16, "", ""),
-        ("", _BPF_JEQ_K, AF_UNIX, "allow", "eafnosupport"),
-    ],
-    # a service's: AF_INET and AF_INET6 too (TCP/UDP on its own loopback), no netlink or packet
-    "ip": [
-        ("ip", _BPF_LD_W_ABS, 16, "", ""),
-        ("", _BPF_JEQ_K, AF_UNIX, "allow", ""),
-        ("", _BPF_JEQ_K, AF_INET, "allow", ""),
-        ("", _BPF_JEQ_K, AF_INET6, "allow", "eafnosupport"),
-    ],
+#: a jump names the label it goes to (``""``: the next instruction) or skips a count.
+_Op = tuple[str, int, int, "str | int", "str | int"]
+_VERDICTS = {
+    "allow": SECCOMP_RET_ALLOW,
+    "eperm": SECCOMP_RET_ERRNO | errno.EPERM,
+    "enosys": SECCOMP_RET_ERRNO | errno.ENOSYS,
+    "eafnosupport": SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT,
 }
-#: Numbers a leaf of the search compares in turn (a branch costs one instruction too).
-_LEAF = 3
+#: The rules that read an argument (``seccomp_data.args[0]``, its low 32 bits): the values
+#: it may take, and what any other value gets.
+_ALLOWED_VALUES: dict[str, tuple[tuple[int, ...], str]] = {
+    # socket(domain, ...) and socketpair: AF_UNIX only
+    "unix": ((AF_UNIX,), "eafnosupport"),
+    # a service's: AF_INET and AF_INET6 too (TCP/UDP on its own loopback), no netlink or packet
+    "ip": ((AF_UNIX, AF_INET, AF_INET6), "eafnosupport"),
+    # personality(persona): Docker's values; any other persona is refused as an unknown call
+    # is (ENOSYS; libseccomp, the differential test's reference, cannot say "else EPERM")
+    "personality": (PERSONALITIES, "enosys"),
+}
 
 
-def _search(keys: list[int], rules: dict[int, str], out: list[_Op]) -> None:
-    """A binary search over the sorted ``keys``: each goes to its rule, any other number is
-    allowed.
+def _verdict_block(verdict: str) -> list[_Op]:
+    """The instructions that end a search leaf: a return, or an argument check and its returns.
 
-    A linear chain of comparisons costs every allowed syscall all of them, and the kernel
-    runs the program once per syscall number to fill its action cache each time a box loads
-    it: a search takes ~7 comparisons where the chain took ~50.
+    Inline, not shared at the end: a program of a few hundred instructions would put shared
+    verdicts beyond a classic-BPF jump's reach (255).
     """
-    if len(keys) <= _LEAF:
-        for i, key in enumerate(keys):
-            out.append(("", _BPF_JEQ_K, key, rules[key], "allow" if i == len(keys) - 1 else ""))
+    ret = _BPF_RET_K
+    if verdict in _VERDICTS:
+        return [("", ret, _VERDICTS[verdict], "", "")]
+    if verdict == "clone":  # clone(flags, ...): no new namespaces
+        return [
+            ("", _BPF_LD_W_ABS, 16, "", ""),
+            ("", _BPF_JSET_K, CLONE_NEW_MASK, 1, 0),
+            ("", ret, _VERDICTS["allow"], "", ""),
+            ("", ret, _VERDICTS["eperm"], "", ""),
+        ]
+    values, refusal = _ALLOWED_VALUES[verdict]
+    block: list[_Op] = [("", _BPF_LD_W_ABS, 16, "", "")]
+    for i, value in enumerate(values):
+        block.append(("", _BPF_JEQ_K, value, len(values) - 1 - i, int(i == len(values) - 1)))
+    return [*block, ("", ret, _VERDICTS["allow"], "", ""), ("", ret, _VERDICTS[refusal], "", "")]
+
+
+def _search(runs: list[tuple[int, str]], out: list[_Op]) -> None:
+    """A binary search over the runs of numbers with one verdict (sorted by first number),
+    each leaf ending in its verdict's block.
+
+    A linear chain of comparisons costs every syscall all of them, and the kernel runs the
+    program once per syscall number to fill its action cache each time a box loads it: the
+    search decides a number in ~9 comparisons where a chain of the allowlist would take ~300.
+    """
+    if len(runs) == 1:
+        out += _verdict_block(runs[0][1])
         return
-    half = len(keys) // 2
-    upper = f"ge{keys[half]}"
-    out.append(("", _BPF_JGE_K, keys[half], upper, ""))
-    _search(keys[:half], rules, out)
+    half = len(runs) // 2
+    upper = f"ge{runs[half][0]}"
+    out.append(("", _BPF_JGE_K, runs[half][0], upper, ""))
+    _search(runs[:half], out)
     start = len(out)
-    _search(keys[half:], rules, out)
+    _search(runs[half:], out)
     out[start] = (upper, *out[start][1:])
 
 
@@ -305,7 +234,10 @@ def _assemble(ops: list[_Op]) -> bytes:
     where = {label: i for i, (label, *_) in enumerate(ops) if label}
     code = []
     for i, (_label, op, k, if_true, if_false) in enumerate(ops):
-        jt, jf = (where[to] - i - 1 if to else 0 for to in (if_true, if_false))
+        jt, jf = (
+            to if isinstance(to, int) else (where[to] - i - 1 if to else 0)
+            for to in (if_true, if_false)
+        )
         if not (0 <= jt < 256 and 0 <= jf < 256):
             raise ValueError(f"a jump from {i} out of classic BPF's reach")
         code.append(_ins(op, jt, jf, k))

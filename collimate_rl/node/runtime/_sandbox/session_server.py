@@ -29,6 +29,7 @@ from .exec_child import ExecJob, exec_child
 from .factory_link import FactoryLink
 from .framing import send_msg
 from .hardening import drop_bounding_set
+from .landlock import Fence
 from .layers import freeze_upper
 from .layout import ZYGOTE_FD
 from .running_exec import RunningExec
@@ -75,6 +76,8 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         self.networked = networked and isolated
         filter_key = "_seccomp_inet" if self.networked else "_seccomp"
         self.seccomp: bytes = (cfg.get(filter_key) or b"") if isolated else b""  # prepared
+        # (the none driver's: ABI 0, applies nothing)
+        self.fence: Fence = cfg.get("_fence_net" if self.networked else "_fence") or Fence(False, 0)
         if isolated:
             drop_bounding_set(self.cap_last)
         self.execs: dict[int, RunningExec] = {}
