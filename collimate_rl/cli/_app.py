@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from collimate_rl._version import __version__
-from collimate_rl.cli import _eval, _exec, _grade, _node
+from collimate_rl.cli import _eval, _exec, _grade, _node, _paths
 from collimate_rl.cli._output import EXIT_CODES_HELP, INFRA, run_guarded
 from collimate_rl.cli._target import add_target_options
 
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     _exec.register(sub, common)
     _grade.register(sub, common)
     _eval.register(sub, common)
+    _paths.register(sub)
     for name in ("bench", "demo"):
         sub.add_parser(name, help=_PASSTHROUGH[name][1], add_help=False)
     return parser
