@@ -5,8 +5,9 @@
   answer is the body of ``def f(x):``, graded by running it against four unit tests in
   a sandbox (reward: the fraction passed). ``return x * 2`` passes 1 of 4 tests of
   ``x + 1`` (f(1) == 2), so near-misses earn partial credit: GRPO has a gradient.
-* :func:`build_tokenizer`: a ``tokenizers`` WordLevel vocabulary of 13 code pieces
-  (``return``, `` x``, `` +``, digits, ...), wrapped as a transformers fast tokenizer.
+* :func:`build_tokenizer`: a ``tokenizers`` WordLevel vocabulary of 13 tokens (code
+  pieces such as ``return``, `` x``, `` +`` and digits, the prompt's ``f(x)`` and `` =``,
+  and 3 special tokens), wrapped as a transformers fast tokenizer.
 * :func:`build_model`: a 2-layer, 32-wide GPT-2 built from a config.
 * :func:`learn_the_grammar`: a short supervised warm-up on *random* well-formed bodies
   (``return x - 3``, ``return 2``, ...), each paired with a random prompt. It stands in

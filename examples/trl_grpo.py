@@ -5,8 +5,9 @@ samples 8 bodies for each of the 4 prompts of the toy task set (``tiny_lm.TASKS`
 write ``f(x) = x + 1``, ``x * 2``, ``x + 2``, ``x * x``); TRL calls our reward function
 with the completions and the dataset's ``ground_truth`` column; each body runs under
 ``def f(x):`` against 4 unit tests in its own sandbox on the local node, and its reward
-is the fraction that pass. The mean reward rises (about 0.15 to about 0.45 in 40
-steps): the model moves from random well-formed bodies towards the ones that pass.
+is the fraction that pass. The mean reward rises (about 0.21 over the first 10 steps,
+about 0.43 over the last 10, seeded and repeatable): the model moves from random
+well-formed bodies towards the ones that pass.
 It does not learn all four functions in 40 steps; it is a smoke-scale run, not a result.
 
 Run it (CPU, about a minute; the embedded local node starts on first use)::
