@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from collimate_rl._version import __version__
-from collimate_rl.cli import _eval, _exec, _grade, _node, _top
+from collimate_rl.cli import _eval, _exec, _grade, _node, _paths, _top
 from collimate_rl.cli._output import EXIT_CODES_HELP, INFRA, run_guarded
 from collimate_rl.cli._target import add_target_options
 
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     _grade.register(sub, common)
     _eval.register(sub, common)
     _top.register(sub, common)
+    _paths.register(sub)
     for name in ("bench", "demo", "doctor"):
         sub.add_parser(name, help=_PASSTHROUGH[name][1], add_help=False)
     return parser
