@@ -272,7 +272,7 @@ def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  
         code_path = write_code_file(ctx, job, env)
         replace_environ(env)
         interp = ctx.cfg.get("interpreter", "python3")
-        if interp == "python3":
+        if interp == "python3" and not ctx.cfg.get("image"):
             apply_python_seed(job.seed)
             acknowledge_seed(job.seed)
             rc = _run_code_inprocess(job.code or "", code_path, env, ctx.sandbox_dir)

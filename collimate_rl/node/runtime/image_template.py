@@ -1,0 +1,190 @@
+"""Reading an image's root filesystem from its unpacked layers, on the host.
+
+A template's container needs a few facts about its image before any session exists: who
+its ``User`` is (uid, gid, home, from the image's own ``/etc/passwd`` and ``/etc/group``),
+whether it has a ``python3`` for ``code`` execs, and the environment its sessions start
+with. They are read here from the layer folders as the overlay will stack them: the
+topmost layer holding a path wins, a whiteout (a 0/0 character device) hides it, an opaque
+folder (``user.overlay.opaque``/``trusted.overlay.opaque`` = ``y``) hides the layers
+below, and symbolic links resolve inside the image's root, never on the host.
+
+>>> ImageFacts(uid=0, gid=0, home="/root", python3="/usr/bin/python3").has_python
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .base import ImageRoot
+
+__all__ = ["DEFAULT_PATH", "ImageFacts", "ImageUserError", "image_facts", "lookup", "skeleton"]
+
+#: The ``PATH`` a session of an image without one in its ``Env`` gets (Docker's default).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Mount points a session needs in the image's root (the skeleton layer brings missing ones).
+_MOUNT_POINTS = ("proc", "dev", "tmp")
+_OPAQUE = (b"user.overlay.opaque", b"trusted.overlay.opaque")
+_MAX_LINKS = 40
+
+
+class ImageUserError(ValueError):
+    """The image's ``User`` names an account its ``/etc/passwd`` does not have."""
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What a template needs to know of its image (see :func:`image_facts`)."""
+
+    uid: int
+    gid: int
+    home: str
+    python3: str | None  # where its python3 is, on its PATH; None: it has none
+
+    @property
+    def has_python(self) -> bool:
+        return self.python3 is not None
+
+
+def _whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _opaque(path: Path) -> bool:
+    for name in _OPAQUE:
+        with contextlib.suppress(OSError):
+            if os.getxattr(path, name, follow_symlinks=False) == b"y":
+                return True
+    return False
+
+
+def _entry(layers: tuple[Path, ...], rel: PurePosixPath) -> Path | None:
+    """The host path of ``rel`` (no symlink resolved) in the topmost layer that has it."""
+    for layer in reversed(layers):
+        host = layer / rel
+        try:
+            st = host.lstat()
+        except OSError:
+            st = None
+        if st is not None:
+            return None if _whiteout(st) else host
+        # a whiteout or an opaque folder on the way hides the layers below
+        cur = layer
+        for part in rel.parts[:-1]:
+            cur = cur / part
+            try:
+                parent = cur.lstat()
+            except OSError:
+                break
+            if _whiteout(parent) or (stat.S_ISDIR(parent.st_mode) and _opaque(cur)):
+                return None
+    return None
+
+
+def lookup(layers: tuple[Path, ...], path: str) -> Path | None:
+    """The host file the image's root shows at ``path`` (links resolved inside the image).
+
+    ``None`` when the image has no such path.
+    """
+    parts = [p for p in PurePosixPath("/" + path.lstrip("/")).parts[1:]]
+    done: list[str] = []
+    links = 0
+    while parts:
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        host = _entry(layers, PurePosixPath(*done, part))
+        if host is None:
+            return None
+        if host.is_symlink():
+            links += 1
+            if links > _MAX_LINKS:
+                return None
+            target = os.readlink(host)
+            if target.startswith("/"):
+                done = []
+            parts = [p for p in PurePosixPath(target).parts if p != "/"] + parts
+            continue
+        done.append(part)
+    return _entry(layers, PurePosixPath(*done)) if done else layers[-1] if layers else None
+
+
+def _table(layers: tuple[Path, ...], path: str) -> list[list[str]]:
+    host = lookup(layers, path)
+    if host is None or not host.is_file():
+        return []
+    try:
+        text = host.read_text(errors="replace")
+    except OSError:
+        return []
+    return [line.split(":") for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def _user(layers: tuple[Path, ...], user: str) -> tuple[int, int, str]:
+    """The image's ``User`` as (uid, gid, home), as Docker reads it."""
+    name, _, group = (user or "0").partition(":")
+    passwd = _table(layers, "/etc/passwd")
+    entry = next((e for e in passwd if len(e) >= 6 and (e[0] == name or e[2] == name)), None)
+    if entry is not None:
+        uid, gid, home = int(entry[2]), int(entry[3]), entry[5] or "/"
+    elif name.isdigit():
+        uid, gid, home = int(name), int(name), "/" if name != "0" else "/root"
+    else:
+        raise ImageUserError(f"the image's User {user!r} is not in its /etc/passwd")
+    if group:
+        if group.isdigit():
+            gid = int(group)
+        else:
+            row = next((e for e in _table(layers, "/etc/group") if e[0] == group), None)
+            if row is None or len(row) < 3:
+                raise ImageUserError(f"the image's User {user!r}: no group {group!r}")
+            gid = int(row[2])
+    return uid, gid, home
+
+
+def search_path(image: ImageRoot) -> str:
+    """The image's ``PATH`` (its ``Env``'s, else Docker's default)."""
+    return dict(image.env).get("PATH", DEFAULT_PATH)
+
+
+def _program(layers: tuple[Path, ...], name: str, path: str) -> str | None:
+    for folder in path.split(":"):
+        if not folder.startswith("/"):
+            continue
+        where = f"{folder.rstrip('/')}/{name}"
+        host = lookup(layers, where)
+        if host is not None and host.is_file() and os.stat(host).st_mode & 0o111:
+            return where
+    return None
+
+
+def image_facts(image: ImageRoot) -> ImageFacts:
+    """Its user, home and python3, read from its layers.
+
+    Raises:
+        ImageUserError: the image's ``User`` does not exist in it.
+    """
+    uid, gid, home = _user(image.layers, image.user)
+    return ImageFacts(uid, gid, home, _program(image.layers, "python3", search_path(image)))
+
+
+def skeleton(folder: Path, working_dir: str) -> Path:
+    """Make the lowest layer an image template adds: the mount points its sessions need
+    (``/proc``, ``/dev``, a ``/tmp`` open to all) and the ``WorkingDir``, for an image that
+    lacks them (a layer above that has them wins, with its own owner and mode)."""
+    folder.mkdir(mode=0o755)
+    for name in _MOUNT_POINTS:
+        (folder / name).mkdir(mode=0o755)
+    os.chmod(folder / "tmp", 0o1777)
+    work = PurePosixPath("/" + working_dir.lstrip("/"))
+    if work.parts[1:]:
+        (folder / PurePosixPath(*work.parts[1:])).mkdir(parents=True, exist_ok=True)
+    return folder
