@@ -25,6 +25,7 @@ __all__ = [
     "ExecOutcome",
     "ExecSpec",
     "ImageRoot",
+    "ImageWithoutPython",
     "Isolation",
     "Limits",
     "Runtime",
@@ -192,6 +193,11 @@ class ExecOutcome:
 
 class RuntimeError_(Exception):
     """An infrastructure failure of the runtime (maps to 5xx, never to a reward)."""
+
+
+class ImageWithoutPython(ValueError):
+    """A ``code`` exec (or a grade) in a session of an image that has no ``python3``
+    (a bad request: maps to 400, never to a reward)."""
 
 
 class SessionLost(RuntimeError_):

@@ -176,6 +176,37 @@ def image_facts(image: ImageRoot) -> ImageFacts:
     return ImageFacts(uid, gid, home, _program(image.layers, "python3", search_path(image)))
 
 
+def user_paths_shim(folder: Path, layers: tuple[Path, ...], uid: int) -> Path | None:
+    """For an image that runs as a user other than root: a layer, put above the image's,
+    with the folders on the way to that user's files (``/home`` above ``/home/app``), empty
+    (the overlay merges them with the image's), in the image's modes.
+
+    Why: a session can only change what its overlay can copy up, and only files the sandbox
+    uid owns (the image user's, through the idmap) can be; creating ``/home/app/x`` copies
+    ``/home`` up first, root's in the image. In this layer, owned by the sandbox uid, they
+    show as the user's (``/home`` owned by ``app``): the price of one host uid per sandbox.
+    ``None`` when the user owns nothing in the image.
+    """
+    wanted: set[PurePosixPath] = set()
+    for layer in layers:
+        for root, dirs, files in os.walk(layer):
+            rel = PurePosixPath(os.path.relpath(root, layer))
+            for name in dirs + files:
+                with contextlib.suppress(OSError):
+                    if os.lstat(os.path.join(root, name)).st_uid == uid:
+                        wanted.update(p for p in (rel / name).parents if p != PurePosixPath("."))
+    wanted = {p for p in wanted if str(p) != "."}
+    if not wanted:
+        return None
+    folder.mkdir(mode=0o755)
+    for rel in sorted(wanted):
+        host = lookup(layers, str(rel))
+        mode = stat.S_IMODE(host.stat().st_mode) if host is not None and host.is_dir() else 0o755
+        (folder / rel).mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder / rel, mode)
+    return folder
+
+
 def skeleton(folder: Path, working_dir: str) -> Path:
     """Make the lowest layer an image template adds: the mount points its sessions need
     (``/proc``, ``/dev``, a ``/tmp`` open to all) and the ``WorkingDir``, for an image that

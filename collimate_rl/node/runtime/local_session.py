@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from .base import (
     ExecOutcome,
     ExecSpec,
+    ImageWithoutPython,
     RuntimeError_,
     ServiceNotReady,
     ServiceSpec,
@@ -27,6 +28,7 @@ from .base import (
     TemplateSpec,
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
+from .image_template import ImageFacts
 from .unix_rpc import unix_call
 from .workers import WorkerPool, exec_header, grade_of, grade_request
 
@@ -43,6 +45,7 @@ class SessionHost(Protocol):
     spec: TemplateSpec
     sock_dir: Path
     workers: WorkerPool
+    image_facts: ImageFacts | None
 
     @property
     def running(self) -> bool: ...
@@ -199,6 +202,15 @@ class LocalSession:
     async def exec(self, spec: ExecSpec) -> ExecOutcome:
         if self._forking:
             raise SessionBusy("session is being forked")
+        facts = self._host.image_facts
+        if facts is not None and not facts.has_python and spec.command is spec.commands is None:
+            image = self._host.spec.image
+            raise ImageWithoutPython(
+                f"template {self._host.spec.template_id!r}: its image "
+                f"{image.ref if image is not None else ''} has no python3 on its PATH, so it "
+                "cannot run code execs (send a command instead, or bake the template from an "
+                "image with python3)"
+            )
         if self._light:
             reply, body = await self._exec_light(spec)
         else:
@@ -227,7 +239,8 @@ class LocalSession:
             raise SessionLost(f"session {self._session_id} is closed")
         workers = self._host.workers
         timeout = spec.timeout_seconds + 60.0
-        payload = grade_of(spec)
+        # an image template's grade runs as code in the image's python3, never in a worker's
+        payload = grade_of(spec) if self._host.image_facts is None else None
         self._running += 1
         try:
             reply: dict[str, Any] = {"fallback": True}

@@ -21,7 +21,6 @@ from . import _recovery
 from . import bwrap as bw
 from ._warm import warm_modules
 from .base import Isolation, Limits, RuntimeError_, SessionBusy, SessionLost, TemplateSpec
-from .image_template import ImageFacts, image_facts, search_path as image_search_path, skeleton
 from .host_paths import (
     SHARED_SITE_DIR,
     SUPERVISOR,
@@ -35,6 +34,8 @@ from .host_paths import (
     search_path,
     supervisor_argv,
 )
+from .image_template import ImageFacts, image_facts, skeleton, user_paths_shim
+from .image_template import search_path as image_search_path
 from .local_session import LocalSession
 from .memcg import MemoryCgroup
 from .unix_rpc import unix_call
@@ -248,11 +249,28 @@ class TemplateHost:
             )
         if self.spec.service is not None or self.spec.network:
             raise ValueError("image templates serve neither services nor networked sessions yet")
-        self.image_facts = image_facts(image)
+        self.image_facts = facts = image_facts(image)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.runtime.chown(skeleton(self.dir / "skeleton", image.working_dir))
-        for sub in (self.dir / "skeleton").rglob("*"):
-            self.runtime.chown(sub)
+        made = [skeleton(self.dir / "skeleton", image.working_dir)]
+        if facts.uid != 0 and os.geteuid() == 0:  # (the layers' owners are the node's if not)
+            shim = user_paths_shim(self.dir / "shim", image.layers, facts.uid)
+            if shim is not None:
+                made.append(shim)
+        for folder in made:
+            self.runtime.chown(folder)
+            for sub in folder.rglob("*"):
+                self.runtime.chown(sub)
+
+    def _node_layers(self) -> list[Path]:
+        """The layers the node made for an image template (skeleton, shim), not the image's."""
+        return [p for p in (self.dir / "skeleton", self.dir / "shim") if p.is_dir()]
+
+    def _image_layers(self) -> tuple[Path, ...]:
+        """An image template's lower layers, lowest first: the skeleton, the image's, the shim."""
+        image = self.spec.image
+        assert image is not None
+        shim = self.dir / "shim"
+        return (self.dir / "skeleton", *image.layers, *([shim] if shim.is_dir() else []))
 
     def _image_env(self) -> dict[str, str]:
         """An image template's sessions' environment: the image's ``Env`` with ``PATH``
@@ -321,7 +339,7 @@ class TemplateHost:
             *([self.runtime.zygote_loop.parent] if self.runtime.zygote_loop is not None else []),
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
-            *([self.dir / "skeleton"] if self.spec.image is not None else []),
+            *(self._node_layers() if self.spec.image is not None else ()),
             *self.runtime.site_dirs,
             *self.spec.binds,
         ]
@@ -345,7 +363,7 @@ class TemplateHost:
         if image is None:
             layers, lowers = layer_args(self.spec.layers, self.spec.binds)
         else:  # the skeleton lowest, then the image's layers (idmapped by the launcher)
-            layers, lowers = layer_args((self.dir / "skeleton", *image.layers), ())
+            layers, lowers = layer_args(self._image_layers(), ())
         argv += layers
         argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", "/", "--clearenv"]
