@@ -203,7 +203,8 @@ class LocalSession:
         if self._forking:
             raise SessionBusy("session is being forked")
         facts = self._host.image_facts
-        if facts is not None and not facts.has_python and spec.command is spec.commands is None:
+        code_only = spec.command is None and spec.commands is None
+        if facts is not None and not facts.has_python and code_only:
             image = self._host.spec.image
             raise ImageWithoutPython(
                 f"template {self._host.spec.template_id!r}: its image "
