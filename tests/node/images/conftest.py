@@ -1,19 +1,59 @@
-"""Fixtures for the image-template tests: one bwrap runtime with image templates made from
-real Debian root filesystems (``_rootfs.py``), shared by a module's tests."""
+"""Fixtures of the image tests: the three registries (one storage), a store per test; and
+for the image-template tests, one bwrap runtime with image templates made from real Debian
+root filesystems (``_rootfs.py``), shared by a module's tests."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from collimate_rl.node.images.store import ImageStore
 from collimate_rl.node.runtime import ImageRoot, LocalRuntime, TemplateSpec, create_runtime
+from tests.node.images._registry import Registry, TokenIssuer, htpasswd_auth, missing_tools
 
 from ..runtime.conftest import SANDBOX_UID, TEST_LIMITS, bwrap_reason
 from ._rootfs import rootfs_layer
+
+
+@dataclass
+class Registries:
+    anonymous: Registry
+    basic: Registry
+    token: Registry
+    issuer: TokenIssuer
+
+
+@pytest.fixture(scope="session")
+def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]:
+    reason = missing_tools("docker-registry", "skopeo")
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("bcrypt", reason="bcrypt makes the htpasswd file (pip install bcrypt)")
+    pytest.importorskip("cryptography", reason="cryptography signs the test tokens")
+    root = tmp_path_factory.mktemp("registries")
+    storage = root / "storage"
+    started: list[Registry] = []
+    issuer = TokenIssuer(root / "issuer")
+    try:
+        started.append(Registry(root / "anonymous", storage))
+        started.append(Registry(root / "basic", storage, htpasswd_auth(root / "basic")))
+        started.append(Registry(root / "token", storage, issuer.auth_config()))
+        yield Registries(*started, issuer)
+    finally:
+        for registry in started:
+            registry.stop()
+        issuer.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ImageStore:
+    return ImageStore(tmp_path / "store")
+
 
 #: A uid of its own for these tests' sandboxes (the runtime tests use SANDBOX_UID..+3).
 IMAGE_SANDBOX_UID = SANDBOX_UID + 7
