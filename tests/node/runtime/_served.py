@@ -75,7 +75,9 @@ class NodeSession:
 class ServedNode:
     """A node on a fresh bwrap runtime, served on ``transport`` (``"unix"`` or ``"tcp"``)."""
 
-    def __init__(self, transport: str, limits: Limits, sandbox_uid: int) -> None:
+    def __init__(
+        self, transport: str, limits: Limits, sandbox_uid: int, config: NodeConfig | None = None
+    ) -> None:
         self.transport = transport
         self._tmp = tempfile.TemporaryDirectory(prefix="escape-node-")
         tmp = Path(self._tmp.name)
@@ -83,7 +85,7 @@ class ServedNode:
             "bwrap", state_dir=tmp / "state", limits=limits, sandbox_uid=sandbox_uid
         )
         self.runtime = runtime
-        self.app = create_app(runtime, NodeConfig(pool_size=1, max_inflight=8))
+        self.app = create_app(runtime, config or NodeConfig(pool_size=1, max_inflight=8))
         if transport == "unix":
             self.socket_path: Path | None = tmp / "node.sock"
             self.sock = bind_unix_socket(self.socket_path)
