@@ -33,6 +33,7 @@ collimate_rl.node.images.errors.LayerError: the layer routes 'escape' through a 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -163,10 +164,8 @@ class ConfinedRoot:
         fd = os.dup(self.fd)
         try:
             for i, name in enumerate(parts):
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
                 try:
                     child = openat2_beneath(fd, name)
                 except OSError as exc:

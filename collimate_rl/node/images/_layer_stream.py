@@ -69,7 +69,7 @@ def split_digest(digest: str) -> tuple[str, str]:
     return "sha256", match.group(1)
 
 
-class OverBudget(Exception):  # noqa: N818 - a signal inside the unpacker, translated there
+class OverBudget(Exception):
     """The tar stream passed its budget; ``args[0]`` is the bytes produced so far."""
 
 
@@ -183,7 +183,9 @@ def _zstd_reader(src: _Hashing) -> Any:
             "the node extra (pip install 'collimate-rl[node]')"
         ) from exc
     reader = zstandard.ZstdDecompressor().stream_reader(
-        src, read_size=_CHUNK, read_across_frames=True
+        src,  # type: ignore[arg-type]  # it only calls read(n)
+        read_size=_IN_CHUNK,
+        read_across_frames=True,
     )
 
     class _Checked:

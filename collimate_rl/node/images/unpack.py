@@ -194,7 +194,7 @@ def _read_entries(stream: LayerStream, writer: _Writer) -> None:
         writer.apply(entry, reader)
 
 
-class _WriterOverBudget(Exception):  # noqa: N818 - internal signal, like OverBudget
+class _WriterOverBudget(Exception):
     pass
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import stat
 import tarfile
 from pathlib import Path
@@ -371,15 +372,12 @@ def test_gnu_long_names_and_ustar_prefixes_are_read(tmp_path: Path) -> None:
     long_link_target = "t" * 200
     entries = [file(deep, b"deep"), symlink("l", long_link_target)]
     for fmt in (tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT):
-        if fmt == tarfile.USTAR_FORMAT:
-            entries_fmt = entries[:1]
-        else:
-            entries_fmt = entries
+        entries_fmt = entries[:1] if fmt == tarfile.USTAR_FORMAT else entries
         layer, _ = _unpack(tmp_path, raw_blob(tar_bytes(entries_fmt, fmt), "gzip"))
         assert (layer / deep).read_bytes() == b"deep"
         if fmt != tarfile.USTAR_FORMAT:
             assert os.readlink(layer / "l") == long_link_target
-        os.system(f"rm -rf {layer}")
+        shutil.rmtree(layer)
 
 
 def test_a_multi_member_gzip_is_read_whole(tmp_path: Path) -> None:
