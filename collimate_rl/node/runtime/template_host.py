@@ -329,6 +329,10 @@ class TemplateHost:
         if image is not None and facts is not None:
             workdir = "/" + image.working_dir.lstrip("/")
             cfg["image"] = {"uid": facts.uid, "gid": facts.gid, "workdir": workdir}
+            # what a session may write, as its processes name it (inside the image root,
+            # after the box's chroot): the whole copy-on-write root, its /dev and /proc
+            # among it (read by the Landlock fence of the syscall-policy work, when merged)
+            cfg["writable_paths"] = ["/"]
         return json.dumps(cfg)
 
     def _exposed(self) -> list[Path]:
