@@ -26,7 +26,13 @@ from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.egress.policy import OPEN, EgressPolicy
 from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
-from collimate_rl.node.image_templates import ImageSettings, NodeImages, image_error, image_root
+from collimate_rl.node.image_templates import (
+    ImageSettings,
+    NodeImages,
+    image_error,
+    image_root,
+    image_service,
+)
 from collimate_rl.node.models import (
     BakeRequest,
     BatchExecItem,
@@ -414,26 +420,33 @@ class Node:
 
     async def _bake_image(self, req: BakeRequest, ref: str) -> dict[str, Any]:
         """Pull ``ref`` into the image store and register it as the template ``req.template_id``."""
-        if req.setup or req.ready is not None or req.network or req.egress is not None:
+        if req.setup:
             raise NodeError(
                 "bad_request",
-                "an image template takes no setup commands, ready service or network on this "
-                "node yet: bake the image with what it needs (a Dockerfile's RUN), then name it",
+                "an image template takes no setup commands on this node yet: build what the "
+                "image needs into it (a Dockerfile's RUN), then name it",
             )
         async with self._work():
             if req.template_id in self.runtime.templates():
                 raise NodeError("template_exists", f"template {req.template_id!r} already exists")
+            default = self._baked_egress(req)
             start = time.perf_counter()
             record = await self.images.pull(ref)
             root = image_root(record)
+            service, env = image_service(req.ready, root)
+            spec = TemplateSpec(
+                req.template_id, image=root, service=service, env=env, network=req.network
+            )
             try:
-                await self.runtime.add_template(TemplateSpec(req.template_id, image=root))
+                await self.runtime.add_template(spec)
             except RuntimeError_ as exc:
                 raise NodeError("bake_failed", one_line(exc)) from exc
             except ValueError as exc:  # the image's User is not in it, a bad template id
                 raise image_error(ref, exc) from exc
             await asyncio.to_thread(self.images.use, record.ref, req.template_id)
             self._image_templates.add(req.template_id)
+            if default is not None:
+                self._egress_defaults[req.template_id] = default
         return {
             "template_id": req.template_id,
             "base": record.ref,

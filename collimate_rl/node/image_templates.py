@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +31,10 @@ from collimate_rl.node.images.errors import (
 )
 from collimate_rl.node.images.pull import canonical_reference, pull
 from collimate_rl.node.images.store import ImageRecord, ImageStore
-from collimate_rl.node.runtime.base import ImageRoot
+from collimate_rl.node.models import ReadySpec
+from collimate_rl.node.runtime.base import ImageRoot, ServiceSpec
 
-__all__ = ["ImageSettings", "NodeImages", "image_error", "image_root"]
+__all__ = ["ImageSettings", "NodeImages", "image_error", "image_root", "image_service"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,45 @@ def image_root(record: ImageRecord) -> ImageRoot:
         cmd=tuple(cfg.cmd),
         ref=record.ref,
     )
+
+
+def image_service(
+    ready: ReadySpec | None, root: ImageRoot
+) -> tuple[ServiceSpec | None, tuple[tuple[str, str], ...]]:
+    """An image template's service and env from a bake's ``ready``: with ``ports``, the
+    server is ``ready.cmd`` (run by ``/bin/sh -c``), else the image's ``Entrypoint`` +
+    ``Cmd``, run directly (no shell needed), as ``docker run`` would.
+
+    >>> root = ImageRoot(layers=(), cmd=("python3", "-m", "http.server", "8000"))
+    >>> service, env = image_service(ReadySpec(ports=[8000], http="/"), root)
+    >>> service.argv, service.cmd, env
+    (('python3', '-m', 'http.server', '8000'), 'python3 -m http.server 8000', ())
+    """
+    if ready is None:
+        return None, ()
+    env = tuple(sorted(ready.env.items()))
+    if ready.http and not ready.ports:
+        raise NodeError("bad_request", "ready.http needs ready.ports (the port it is served on)")
+    if not ready.ports:
+        if ready.cmd:
+            raise NodeError(
+                "bad_request",
+                "ready.cmd without ports is a setup command, which an image template does not "
+                "take on this node yet: build it into the image",
+            )
+        return None, env
+    ports = tuple(dict.fromkeys(ready.ports))
+    timeout = float(ready.http_timeout_s or 60.0)
+    if ready.cmd:
+        return ServiceSpec(cmd=ready.cmd, ports=ports, http=ready.http, http_timeout_s=timeout), env
+    argv = (*root.entrypoint, *root.cmd)
+    if not argv:
+        raise NodeError(
+            "bad_request",
+            f"image {root.ref!r} has no Entrypoint or Cmd: give ready.cmd, the server to start",
+        )
+    cmd = shlex.join(argv)
+    return ServiceSpec(cmd, ports, http=ready.http, http_timeout_s=timeout, argv=argv), env
 
 
 def image_error(ref: str, exc: Exception) -> NodeError:

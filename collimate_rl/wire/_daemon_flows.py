@@ -186,11 +186,15 @@ def bake_template(
     if image is not None:
         if not isinstance(image, str) or not image.strip():
             raise CollimateUsageError(f"image must be an image reference, got {image!r}")
-        body = {"template_id": template_id, "image": image}
+        body: dict[str, Any] = {"template_id": template_id, "image": image}
         if setup:
             body["setup"] = list(setup)
         if network:
             body["network"] = True
+        if ready:
+            body["ready"] = dict(ready)
+        if egress is not None:
+            body["egress"] = dict(egress)
         req = Request(
             "POST",
             "/v1/templates",

@@ -73,12 +73,16 @@ class ServiceSpec:
         http: a path polled (through the bridge) until it answers < 400
             before the create returns; empty: do not wait.
         http_timeout_s: how long to poll ``http``.
+        argv: run this program directly instead of ``/bin/sh -c cmd`` (an image's
+            ``Entrypoint`` + ``Cmd``: the image need not have a shell); ``argv[0]`` is
+            looked up on the session's ``PATH``.
     """
 
     cmd: str
     ports: tuple[int, ...]
     http: str = ""
     http_timeout_s: float = 60.0
+    argv: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -131,11 +131,11 @@ class TemplateHost:
     def light(self) -> bool:
         """Whether this template's sessions (without network) are light (see docs/fast-path.md).
 
-        An image template's always are: its sessions run only in boxes (the image root).
+        An image template's are unless it has a service (even with ``light_sessions=False``).
         """
         rt = self.runtime
         if self.spec.image is not None:
-            return True
+            return self.spec.service is None
         return rt.light_sessions and rt.isolation is Isolation.BWRAP and self.spec.service is None
 
     # -- bring-up
@@ -247,8 +247,6 @@ class TemplateHost:
                 "image templates need the bwrap driver (the image's root is each session's "
                 "own mount namespace); this node runs isolation='none'"
             )
-        if self.spec.service is not None or self.spec.network:
-            raise ValueError("image templates serve neither services nor networked sessions yet")
         self.image_facts = facts = image_facts(image)
         self.dir.mkdir(parents=True, exist_ok=True)
         made = [skeleton(self.dir / "skeleton", image.working_dir)]
@@ -326,6 +324,8 @@ class TemplateHost:
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
+            if spec.service.argv:
+                cfg["service"]["argv"] = list(spec.service.argv)
         if image is not None and facts is not None:
             workdir = "/" + image.working_dir.lstrip("/")
             cfg["image"] = {"uid": facts.uid, "gid": facts.gid, "workdir": workdir}

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .environ import replace_environ, template_env
 from .factory import run_as_main
 from .framing import write_all
-from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .hardening import apply_limits, drop_all_capabilities, hide_internals_and_drop_capabilities
+from .image_root import enter_image_root
 from .layout import ZYGOTE_ENV, ZYGOTE_FD
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -180,7 +181,11 @@ def exec_child(
         else:
             os.closerange(4, 1 << 16)
         os.set_inheritable(3, False)
-        if sv.isolated:
+        if sv.isolated and sv.cfg.get("image"):  # into the image's root, then as below
+            enter_image_root(sv.sandbox_dir)
+            drop_all_capabilities(sv.cap_last, bounding=False)
+            load_seccomp(sv.seccomp)
+        elif sv.isolated:
             hide_internals_and_drop_capabilities(sv.cap_last)
             load_seccomp(sv.seccomp)
     except BaseException as exc:

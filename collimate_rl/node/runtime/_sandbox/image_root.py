@@ -46,6 +46,17 @@ def mount_image_dev() -> None:
     mount("/dev", os.path.join(SANDBOX_DIR, "dev"), None, MS_BIND | MS_REC, None)
 
 
+def mount_image_root_parts() -> None:
+    """A session server's image root: the container's ``/dev`` and the session's own
+    ``/proc`` (the server is pid 1 of the session's pid namespace) inside ``/sandbox``, for
+    its execs and its service, which ``chroot`` there (a box mounts its own ``/proc``)."""
+    from .syscalls import MS_NODEV, MS_NOEXEC, MS_NOSUID
+
+    mount_image_dev()
+    proc = os.path.join(SANDBOX_DIR, "proc")
+    mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+
+
 def enter_image_root(workdir: str) -> None:
     """Make ``/sandbox`` this process's root, and ``workdir`` (inside it) its cwd.
 

@@ -128,7 +128,7 @@ def _spawn_and_wait(
     """
     try:
         pid = os.posix_spawn(
-            _on_path(path, env) if search else path,
+            on_path(path, env) if search else path,
             argv,
             env,
             file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0)],
@@ -141,11 +141,11 @@ def _spawn_and_wait(
     return reap_until(pid)
 
 
-def _on_path(name: str, env: dict[str, str]) -> str:
+def on_path(name: str, env: dict[str, str]) -> str:
     """``name`` as found on ``env``'s ``PATH`` (unchanged when it names a path or is not
     found: the spawn then fails as the shell would, ``command not found``).
 
-    >>> _on_path("sh", {"PATH": "/nonexistent:/bin"})
+    >>> on_path("sh", {"PATH": "/nonexistent:/bin"})
     '/bin/sh'
     """
     if "/" in name:
