@@ -227,3 +227,49 @@ async def test_close_leaves_nothing(require_bwrap: None, tmp_path: Path) -> None
         await rt.close()
     assert await until_no_process_of(uid) == []
     assert not (tmp_path / "state").exists()
+
+
+async def test_the_classic_chroot_escapes_fail(img_rt: LocalRuntime) -> None:
+    """A chroot jail is only as good as what the jailed lack: the capability to chroot
+    again, a descriptor of a folder outside, a process outside to borrow a root from, a
+    way to mount or to make namespaces. Each attempt, from the image's own python3."""
+    code = r"""
+import ctypes, os
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, "SUCCEEDED")
+    except OSError as e:
+        print(name, "refused", e.errno)
+def chroot_again():
+    os.makedirs("/tmp/jail", exist_ok=True)
+    os.chroot("/tmp/jail")
+def outside_fds():
+    for fd in os.listdir("/proc/self/fd"):
+        target = os.readlink("/proc/self/fd/" + fd)
+        if target.startswith("/") and not target.startswith(("/dev", "/proc", "/tmp")):
+            raise AssertionError(target)
+    raise PermissionError(1, "no descriptor outside the root")
+def borrow_root():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            os.listdir("/proc/%s/root/.collimate" % pid)
+    raise FileNotFoundError(2, "no process shows another root")
+libc = ctypes.CDLL(None, use_errno=True)
+def mount_proc():
+    if libc.mount(b"proc", b"/mnt", b"proc", 0, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount")
+def new_userns():
+    if libc.unshare(0x10000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+for name, fn in (("chroot", chroot_again), ("fds", outside_fds), ("borrow", borrow_root),
+                 ("mount", mount_proc), ("userns", new_userns)):
+    attempt(name, fn)
+"""
+    s = await session(img_rt, "bookworm")
+    try:
+        out = await run(s, code=code)
+        assert out.exit_code == 0, out.output
+        assert b"SUCCEEDED" not in out.output and out.output.count(b"refused") == 5, out.output
+    finally:
+        await s.close()
