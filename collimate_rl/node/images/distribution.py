@@ -136,6 +136,8 @@ class RegistryClient:
         response = self._send(ref, url, {"Accept": ACCEPT_MANIFESTS}, what=f"image {ref}")
         try:
             raw = _read_capped(response, MAX_MANIFEST_BYTES, what=f"the manifest of {ref}")
+        except httpx.TransportError as exc:
+            raise _Unreachable(f"reading the manifest of {ref} failed: {exc!r}") from exc
         finally:
             response.close()
         if reference.startswith(("sha256:", "sha512:")):
@@ -154,6 +156,10 @@ class RegistryClient:
         response = self._send(ref, self._blob_url(ref, desc.digest), {}, what=f"blob {desc.digest}")
         try:
             raw = _read_capped(response, max_bytes, what=f"blob {desc.digest}")
+        except httpx.TransportError as exc:
+            raise _Unreachable(
+                f"reading {desc.digest} from {ref.registry} failed: {exc!r}"
+            ) from exc
         finally:
             response.close()
         verify_digest(raw, desc.digest, what=f"config of {ref}")
@@ -187,7 +193,7 @@ class RegistryClient:
                 before = have
                 try:
                     have = self._download(ref, url, desc, handle, have, received, on_progress)
-                except httpx.TransportError as exc:
+                except (httpx.TransportError, _Unreachable) as exc:
                     handle.flush()
                     have = handle.seek(0, os.SEEK_END)
                     stalls = 0 if have > before else stalls + 1
@@ -290,13 +296,11 @@ class RegistryClient:
             hint = ""
             if url.startswith("https:"):
                 hint = f"; if {ref.registry} speaks plain HTTP, name it in --insecure-registry"
-            raise RegistryError(
+            raise _Unreachable(
                 f"cannot reach the registry at {url.split('/v2/')[0]}: {exc}{hint}"
             ) from exc
-        except httpx.TimeoutException as exc:
-            raise RegistryError(
-                f"the registry {ref.registry} did not answer in time: {exc}"
-            ) from exc
+        except httpx.TransportError as exc:
+            raise _Unreachable(f"the registry {ref.registry} failed to answer: {exc!r}") from exc
 
     def _credentials(self, ref: RegistryReference) -> Credentials | None:
         if self._auth is not None:
@@ -330,6 +334,16 @@ class RegistryClient:
         query = {"scope": scope}
         if params.get("service"):
             query["service"] = params["service"]
+        realm = httpx.URL(params["realm"])
+        if creds is not None and realm.scheme != "https":
+            host = realm.host or ""
+            if not (_is_loopback(host) or host in self._insecure):
+                # a registry on HTTPS must not lead our password to a plain-HTTP realm
+                raise RegistryAuthError(
+                    f"{ref.registry} sends us to {params['realm']} for a token over plain HTTP; "
+                    "refusing to send credentials there (name the host in --insecure-registry "
+                    "if that is intended)"
+                )
         headers = {"Authorization": _basic(creds)} if creds is not None else {}
         try:
             response = self._http.get(params["realm"], params=query, headers=headers)
@@ -354,6 +368,10 @@ class RegistryClient:
                 f"the token service {params['realm']} answered {response.status_code} without a token"
             )
         return token
+
+
+class _Unreachable(RegistryError):
+    """The connection failed (refused, reset, timed out): worth another try for a blob."""
 
 
 def _raise_for(response: httpx.Response, ref: RegistryReference, what: str) -> None:

@@ -4,11 +4,14 @@ A second image on the same base fetches only its own layers: blobs are named by
 digest, and the store already holds the base's. :func:`pull_image` says how many
 bytes it fetched; :func:`pull` returns just the store's record.
 
+>>> import tempfile
+>>> from pathlib import Path
 >>> from collimate_rl.node.images.errors import ImageNotFound
->>> try:
-...     pull("oci:/nonexistent/layout:v1", store=None)  # type: ignore[arg-type]
-... except ImageNotFound as exc:
-...     print(str(exc).split(":")[0])
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     try:
+...         pull("oci:/nonexistent/layout:v1", ImageStore(Path(tmp)))
+...     except ImageNotFound as exc:
+...         print(str(exc).split(":")[0])
 /nonexistent/layout does not exist
 """
 
@@ -17,8 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Final, Protocol
 
 import httpx
 
@@ -46,10 +48,11 @@ from collimate_rl.node.images.reference import (
 )
 from collimate_rl.node.images.seam import BlobSink
 from collimate_rl.node.images.sources import DockerArchiveSource, LayoutSource
+from collimate_rl.node.images.store import ImageRecord, ImageStore
 
 __all__ = [
     "ImageSource",
-    "ImageStoreLike",
+    "Progress",
     "PullResult",
     "canonical_reference",
     "pull",
@@ -58,22 +61,10 @@ __all__ = [
 
 #: Progress callback: (bytes done, bytes total, what is being fetched).
 Progress = Callable[[int, int, str], None]
-R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
 # A config blob is a few KiB; refusing a huge one bounds memory.
 _MAX_CONFIG: Final = 8 * 1024 * 1024
 # index -> index -> manifest is the deepest nesting seen in the wild
 _MAX_NESTING: Final = 4
-
-
-class ImageStoreLike(BlobSink, Protocol[R_co]):
-    """What :func:`pull` needs of :class:`~collimate_rl.node.images.store.ImageStore`."""
-
-    def unpack_layer(self, digest: str, media_type: str) -> Path: ...
-
-    def record_image(
-        self, ref: str, manifest_digest: str, config: ImageConfig, layers: list[str]
-    ) -> R_co: ...
 
 
 class ImageSource(Protocol):
@@ -91,7 +82,7 @@ class ImageSource(Protocol):
 
 
 @dataclass(frozen=True)
-class PullResult(Generic[R]):
+class PullResult:
     """What a pull did.
 
     Attributes:
@@ -103,7 +94,7 @@ class PullResult(Generic[R]):
         layers_reused: digests of the layers the store already held.
     """
 
-    record: R
+    record: ImageRecord
     reference: str
     bytes_fetched: int
     layers_fetched: tuple[str, ...]
@@ -123,12 +114,12 @@ def canonical_reference(ref: str | ImageReference) -> str:
 
 def pull(
     ref: str | ImageReference,
-    store: ImageStoreLike[R],
+    store: ImageStore,
     *,
     insecure_registries: Iterable[str] = (),
     auth: Credentials | None = None,
     progress: Progress | None = None,
-) -> R:
+) -> ImageRecord:
     """Pull ``ref`` into ``store`` and return the store's record of it.
 
     Args:
@@ -150,7 +141,7 @@ def pull(
 
 def pull_image(
     ref: str | ImageReference,
-    store: ImageStoreLike[R],
+    store: ImageStore,
     *,
     insecure_registries: Iterable[str] = (),
     auth: Credentials | None = None,
@@ -158,7 +149,7 @@ def pull_image(
     platform: Platform | None = None,
     env: Mapping[str, str] | None = None,
     transport: httpx.BaseTransport | None = None,
-) -> PullResult[R]:
+) -> PullResult:
     """:func:`pull`, returning what was fetched too (``platform``, ``env``, ``transport``
     override the node's platform, the environment credentials are found with, and the
     HTTP transport)."""
@@ -173,22 +164,20 @@ def pull_image(
 def _pull(
     ref: ImageReference,
     source: ImageSource,
-    store: ImageStoreLike[R],
+    store: ImageStore,
     platform: Platform,
     progress: Progress | None,
-) -> PullResult[R]:
-    raw = source.manifest()
-    fetched = len(raw)
+) -> PullResult:
+    pinned = ref.digest if isinstance(ref, RegistryReference) else None
+    raw, fetched = _manifest(source, store, pinned)
     for _ in range(_MAX_NESTING):
         if media_type_of(raw) not in INDEX_TYPES:
             break
         entry = select_platform(parse_index(raw), platform)
-        raw = source.manifest(entry.digest)
-        fetched += len(raw)
+        raw, more = _manifest(source, store, entry.digest)
+        fetched += more
     manifest = parse_manifest(raw)
     manifest_digest = digest_of(raw)
-    if not store.has_blob(manifest_digest):
-        store.put_blob(manifest_digest, raw)
 
     if store.has_blob(manifest.config.digest):
         config_raw = store.blob_path(manifest.config.digest).read_bytes()
@@ -223,6 +212,21 @@ def _pull(
     )
     reused = tuple(d.digest for d in manifest.layers if d.digest not in missing)
     return PullResult(record, canonical, fetched, tuple(missing), reused)
+
+
+def _manifest(source: ImageSource, store: ImageStore, digest: str | None) -> tuple[bytes, int]:
+    """A manifest or index (kept in the store) and the bytes fetched for it.
+
+    One named by a sha256 digest the store holds is read from the store: a pinned image
+    pulls again with no registry at all.
+    """
+    if digest is not None and digest.startswith("sha256:") and store.has_blob(digest):
+        return store.blob_path(digest).read_bytes(), 0
+    raw = source.manifest(digest)
+    kept = digest_of(raw)
+    if not store.has_blob(kept):
+        store.put_blob(kept, raw)
+    return raw, len(raw)
 
 
 def _check_config(

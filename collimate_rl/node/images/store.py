@@ -182,9 +182,11 @@ class ImageStore:
             handle.close()
         path, blob = self._partial_path(digest), self.blob_path(digest)
         with flocked(path, exclusive=True):
-            if not path.exists():
-                if blob.exists():
-                    return blob  # another writer committed it while we waited
+            if blob.exists():  # another writer committed it first: ours is not needed
+                path.unlink(missing_ok=True)
+                return blob
+            if not path.exists() or path.stat().st_size == 0:
+                path.unlink(missing_ok=True)
                 raise ImageStoreError(f"no partial download of {digest} to commit")
             actual = _hash_file(path, split_digest(digest)[0])
             if actual != digest:

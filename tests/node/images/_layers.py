@@ -86,7 +86,7 @@ def tar_bytes(entries: list[Entry], fmt: int = tarfile.PAX_FORMAT) -> bytes:
 
 def compress(raw: bytes, compression: str) -> bytes:
     if compression in ("gzip", "docker"):
-        return gzip.compress(raw, compresslevel=1)
+        return gzip.compress(raw, compresslevel=1, mtime=0)
     if compression == "zstd":
         import zstandard
 

@@ -103,7 +103,8 @@ def htpasswd_auth(workdir: Path) -> dict[str, Any]:
 
 
 class TokenIssuer:
-    """A token realm: Basic alice:wonderland gets a token for the scope asked; others 401."""
+    """A token realm: Basic alice:wonderland gets a token for the scope asked; no credentials
+    get one to pull ``public/*`` (as Docker Hub's anonymous pulls); others get 401."""
 
     service = "collimate-test-registry"
     issuer = "collimate-test-issuer"
@@ -169,9 +170,11 @@ class TokenIssuer:
         if header.startswith("Basic "):
             name, _, secret = base64.b64decode(header[6:]).decode().partition(":")
             user = name if (name, secret) == (USER, PASSWORD) else None
-        self.requests.append(
-            {"scope": query.get("scope", [""])[0], "user": user, "auth": bool(header)}
-        )
+        scope = query.get("scope", [""])[0]
+        self.requests.append({"scope": scope, "user": user, "auth": bool(header)})
+        public = scope.startswith("repository:public/") and scope.endswith(":pull")
+        if user is None and not header and public:
+            user = ""  # anonymous pulls of public/*, as Docker Hub grants them
         if user is None:
             handler.send_response(401)
             handler.end_headers()
@@ -215,17 +218,16 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def skopeo_push(source: str, registry: Registry, name: str, *, all_platforms: bool = False) -> str:
-    """Push ``source`` (oci:DIR:tag, ...) to the registry as ``name``; returns the reference."""
+def skopeo_push(
+    source: str, registry: Registry, name: str, *, all_platforms: bool = False, docker: bool = False
+) -> str:
+    """Push ``source`` (oci:DIR:tag, ...) to the registry as ``name``; returns the reference.
+
+    As is (digests kept), or with ``docker`` converted to Docker's schema 2 media types.
+    """
     dest = f"{registry.host}/{name}"
-    command = [
-        "skopeo",
-        "--insecure-policy",
-        "copy",
-        "--dest-tls-verify=false",
-        "--preserve-digests",
-        "-q",
-    ]
+    command = ["skopeo", "--insecure-policy", "copy", "--dest-tls-verify=false", "-q"]
+    command += ["--format", "v2s2"] if docker else ["--preserve-digests"]
     if all_platforms:
         command.append("--all")
     subprocess.run(

@@ -11,7 +11,12 @@ import pytest
 
 from collimate_rl.node.images.credentials import Credentials, auth_files, find_credentials
 from collimate_rl.node.images.distribution import RegistryClient, parse_challenge
-from collimate_rl.node.images.errors import ImageNotFound, RegistryAuthError, RegistryError
+from collimate_rl.node.images.errors import (
+    DigestMismatch,
+    ImageNotFound,
+    RegistryAuthError,
+    RegistryError,
+)
 from collimate_rl.node.images.reference import RegistryReference, parse_reference
 
 
@@ -165,4 +170,42 @@ def test_an_unknown_auth_scheme_is_an_auth_error() -> None:
         lambda request: httpx.Response(401, headers={"WWW-Authenticate": "Negotiate"})
     )
     with _client(transport) as client, pytest.raises(RegistryAuthError, match="do not speak"):
+        client.manifest(_reg("reg.example/app:v1"))
+
+
+def test_credentials_are_not_sent_to_a_plain_http_realm() -> None:
+    asked: list[str] = []
+
+    def registry(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        challenge = 'Bearer realm="http://auth.example/token",service="reg"'
+        return httpx.Response(401, headers={"WWW-Authenticate": challenge})
+
+    client = RegistryClient(transport=httpx.MockTransport(registry), auth=Credentials("me", "pw"))
+    with client, pytest.raises(RegistryAuthError, match="plain HTTP"):
+        client.manifest(_reg("reg.example/app:v1"))
+    assert all(not url.startswith("http://auth.example") for url in asked)
+
+
+def test_a_manifest_that_is_not_its_announced_digest_is_refused() -> None:
+    body = b'{"schemaVersion": 2}'
+    announced = "sha256:" + "0" * 64
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            200, content=body, headers={"Docker-Content-Digest": announced}
+        )
+    )
+    with _client(transport) as client, pytest.raises(DigestMismatch):
+        client.manifest(_reg("reg.example/app:v1"))
+    # pinned by digest: the bytes must hash to the pin, whatever the headers say
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    with _client(transport) as client, pytest.raises(DigestMismatch):
+        client.manifest(_reg("reg.example/app@" + announced))
+
+
+def test_a_connection_reset_is_a_registry_error_not_an_httpx_one() -> None:
+    def reset(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadError("connection reset by peer", request=request)
+
+    with _client(httpx.MockTransport(reset)) as client, pytest.raises(RegistryError, match="reset"):
         client.manifest(_reg("reg.example/app:v1"))

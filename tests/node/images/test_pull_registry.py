@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from collimate_rl.node.images.credentials import Credentials
@@ -15,12 +17,19 @@ from collimate_rl.node.images.errors import (
     ImageNotFound,
     ManifestError,
     PlatformNotFound,
+    QuotaExceeded,
     RegistryAuthError,
 )
-from collimate_rl.node.images.manifest import Platform
+from collimate_rl.node.images.manifest import (
+    ACCEPT_MANIFESTS,
+    DOCKER_MANIFEST,
+    DOCKER_MANIFEST_LIST,
+    Platform,
+)
 from collimate_rl.node.images.pull import pull, pull_image
-from tests.node.images._images import Image, Layer, sha, write_layout
-from tests.node.images._registry import PASSWORD, USER, skopeo_push
+from collimate_rl.node.images.store import ImageStore
+from tests.node.images._images import Image, Layer, sha, tar_of, write_layout
+from tests.node.images._registry import PASSWORD, USER, missing_tools, skopeo_push
 from tests.node.images.conftest import Registries
 
 ALICE = Credentials(USER, PASSWORD)
@@ -101,6 +110,16 @@ def test_every_registry_reference_form(
     assert record.ref == text.removeprefix("docker://")
 
 
+def test_a_pinned_image_the_store_holds_pulls_with_no_registry(
+    registries: Registries, app: Image, store: Any
+) -> None:
+    pull(_ref(registries.anonymous, f"reg/app@{app.digest}"), store)
+    # nothing listens on port 9: every blob, the manifest included, comes from the store
+    again = pull_image(f"127.0.0.1:9/reg/app@{app.digest}", store)
+    assert again.bytes_fetched == 0 and again.layers_fetched == ()
+    assert again.record.ref == f"127.0.0.1:9/reg/app@{app.digest}"
+
+
 def test_a_digest_that_is_not_the_tags_is_not_found(
     registries: Registries, app: Image, store: Any
 ) -> None:
@@ -174,6 +193,94 @@ def test_the_token_realm_is_asked_once_per_scope(
     asked = registries.issuer.requests[before:]
     assert record.layers == tuple(layer.digest for layer in app.layers)
     assert asked == [{"scope": "repository:reg/app:pull", "user": USER, "auth": True}]
+
+
+def test_an_anonymous_token_pulls_a_public_repository(
+    registries: Registries, store: Any, tmp_path: Path
+) -> None:
+    image = Image([Layer({"public": b"yes"})])
+    _push(registries, tmp_path, "public/app:v1", image)
+    before = len(registries.issuer.requests)
+    result = pull_image(_ref(registries.token, "public/app:v1"), store, env={"HOME": str(tmp_path)})
+    record = result.record
+    assert record.manifest_digest == image.digest
+    assert registries.issuer.requests[before:] == [
+        {"scope": "repository:public/app:pull", "user": None, "auth": False}
+    ]
+
+
+def test_a_quota_too_small_for_the_image_is_a_typed_error(
+    registries: Registries, app: Image, tmp_path: Path
+) -> None:
+    small = ImageStore(tmp_path / "small", max_bytes=len(app.manifest) + len(app.config) + 10)
+    with pytest.raises(QuotaExceeded, match="image-store-max-bytes"):
+        pull(_ref(registries.anonymous, "reg/app:v1"), small)
+    assert small.image(_ref(registries.anonymous, "reg/app:v1")) is None
+
+
+def test_docker_schema2_manifests_and_manifest_lists(
+    registries: Registries, store: Any, tmp_path: Path
+) -> None:
+    images = {
+        "linux/amd64": Image([Layer({"arch": b"amd64"}, "gzip")], arch="amd64"),
+        "linux/arm64/v8": Image([Layer({"arch": b"arm64"}, "gzip")], arch="arm64"),
+    }
+    layout = write_layout(tmp_path / "layout", {"t": images, "one": images["linux/amd64"]})
+    single = skopeo_push(f"oci:{layout}:one", registries.anonymous, "docker/one:v1", docker=True)
+    listed = skopeo_push(
+        f"oci:{layout}:t", registries.anonymous, "docker/multi:v1", docker=True, all_platforms=True
+    )
+    record = pull(single, store)
+    assert (
+        json.loads(store.blob_path(record.manifest_digest).read_bytes())["mediaType"]
+        == DOCKER_MANIFEST
+    )
+    assert (record.layer_dirs[0] / "arch").read_bytes() == b"amd64"
+    chosen = pull_image(listed, store, platform=Platform("linux", "arm64", "v8")).record
+    assert (chosen.layer_dirs[0] / "arch").read_bytes() == b"arm64"
+    with httpx.Client() as http:
+        top = http.get(
+            f"http://{registries.anonymous.host}/v2/docker/multi/manifests/v1",
+            headers={"Accept": ACCEPT_MANIFESTS},
+        )
+    assert top.json()["mediaType"] == DOCKER_MANIFEST_LIST
+
+
+def test_an_image_built_with_umoci(registries: Registries, store: Any, tmp_path: Path) -> None:
+    reason = missing_tools("umoci")
+    if reason:
+        pytest.skip(reason)
+    layout, rootfs = tmp_path / "layout", tmp_path / "rootfs.tar"
+    rootfs.write_bytes(
+        tar_of({"usr/bin/hello": b"#!/bin/sh\necho hello\n", "srv/data": b"d" * 4096})
+    )
+    for args in (
+        ["init", "--layout", str(layout)],
+        ["new", "--image", f"{layout}:1"],
+        ["raw", "add-layer", "--image", f"{layout}:1", str(rootfs)],
+        [
+            "config",
+            "--image",
+            f"{layout}:1",
+            "--config.cmd",
+            "/usr/bin/hello",
+            "--config.workingdir",
+            "/srv",
+            "--config.env",
+            "GREETING=hi",
+            "--config.user",
+            "1000:1000",
+            "--config.exposedports",
+            "8000/tcp",
+        ],
+    ):
+        subprocess.run(["umoci", *args], check=True, capture_output=True)
+    ref = skopeo_push(f"oci:{layout}:1", registries.anonymous, "umoci/hello:1")
+    record = pull(ref, store)
+    assert record.config.cmd == ("/usr/bin/hello",) and record.config.working_dir == "/srv"
+    assert ("GREETING", "hi") in record.config.env and record.config.user == "1000:1000"
+    assert record.config.exposed_ports == (8000,)
+    assert (record.layer_dirs[0] / "usr/bin/hello").read_bytes().startswith(b"#!/bin/sh")
 
 
 def test_a_tampered_blob_raises_digest_mismatch_and_is_not_kept(
