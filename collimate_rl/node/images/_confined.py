@@ -105,6 +105,7 @@ class ConfinedRoot:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW)
+        self._umask = _current_umask()
         # The directory last resolved: tar lists a directory's entries together, so most
         # entries reuse it. Anything removed drops it (it may have been that directory).
         self._last: tuple[tuple[str, ...], int] | None = None
@@ -209,15 +210,21 @@ class ConfinedRoot:
         return False
 
     def create_file(self, parts: tuple[str, ...], mode: int) -> int:
-        """A new regular file opened for writing (whatever was there is replaced)."""
+        """A new regular file with ``mode``, opened for writing (whatever was there is replaced).
+
+        The fd is writable whatever ``mode`` says (the creator's open is not checked).
+        """
         dir_fd, name = self.parent_fd(parts)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            return os.open(name, flags, mode, dir_fd=dir_fd)
+            fd = os.open(name, flags, mode, dir_fd=dir_fd)
         except FileExistsError:
             self._clear(dir_fd, name)
             dir_fd, name = self.parent_fd(parts)
-            return os.open(name, flags, mode, dir_fd=dir_fd)
+            fd = os.open(name, flags, mode, dir_fd=dir_fd)
+        if mode & self._umask:  # the umask took bits the image wants (g+w, say)
+            os.chmod(fd, mode)
+        return fd
 
     def mkdir(self, parts: tuple[str, ...], mode: int) -> None:
         """A directory with ``mode`` (an existing directory keeps its content)."""
@@ -226,14 +233,16 @@ class ConfinedRoot:
             return
         dir_fd, name = self.parent_fd(parts)
         try:
-            os.mkdir(name, dir_fd=dir_fd)
+            os.mkdir(name, mode, dir_fd=dir_fd)
+            if not mode & self._umask:
+                return
         except FileExistsError:
             if not self._clear(dir_fd, name, keep_dir=True):
                 dir_fd, name = self.parent_fd(parts)
-                os.mkdir(name, dir_fd=dir_fd)
+                os.mkdir(name, mode, dir_fd=dir_fd)
         fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            os.chmod(fd, mode)  # mkdir's mode passes through the umask; the image's does not
+            os.chmod(fd, mode)  # an existing directory, or bits the umask took
         finally:
             os.close(fd)
 
@@ -300,6 +309,18 @@ class ConfinedRoot:
             os.setxattr(fd, OPAQUE_XATTR, b"y")
         finally:
             os.close(fd)
+
+
+def _current_umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` would, for all threads)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o7777  # unknown: every mode gets its chmod
 
 
 def remove_tree(dir_fd: int, name: str) -> None:

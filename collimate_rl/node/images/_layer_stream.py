@@ -3,8 +3,13 @@
 The compressed bytes are hashed on the way in (the digest is checked when the
 stream is finished) and the tar bytes are counted on the way out, so a
 decompression bomb stops at its budget while it streams: nothing ever holds
-more than one read's worth of output (zlib's ``max_length``, zstd's bounded
+more than a few reads' worth of output (zlib's ``max_length``, zstd's bounded
 ``stream_reader``).
+
+Reading, hashing and decompressing run in a thread of their own, a few chunks
+ahead of the unpacker (both release the GIL), so they overlap the unpacker's
+file system calls on a second core. Gzip is inflated with ISA-L (the ``isal``
+package of the node extra, about twice zlib's speed) when it is installed.
 
 >>> import gzip, hashlib, io
 >>> blob = gzip.compress(b"x" * 5000)
@@ -14,13 +19,17 @@ more than one read's worth of output (zlib's ``max_length``, zstd's bounded
 Traceback (most recent call last):
 ...
 collimate_rl.node.images._layer_stream.OverBudget: 5000
+>>> stream.close()
 """
 
 from __future__ import annotations
 
 import hashlib
+import queue
 import re
+import threading
 import zlib
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from collimate_rl.node.images.errors import DigestMismatch, ImageStoreError, LayerError
@@ -51,6 +60,18 @@ ZSTD_TYPES = (
 
 _CHUNK = 1 << 20  # tar bytes per decompression step: the most ever held
 _IN_CHUNK = 1 << 16  # compressed bytes per step: small, so zlib's leftover input is cheap
+_AHEAD = 4  # chunks the reading thread may run ahead of the unpacker
+
+
+def _inflater() -> tuple[Any, Any]:
+    """ISA-L's zlib-compatible module if installed, else zlib; and its error class."""
+    try:
+        from isal import isal_zlib
+    except ImportError:  # pragma: no cover - the node extra brings it
+        return zlib, zlib.error
+    return isal_zlib, isal_zlib.error
+
+
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 
 
@@ -90,6 +111,52 @@ class _Hashing:
             pass
 
 
+class _Ahead:
+    """Calls ``fill(_CHUNK)`` in a thread, at most ``_AHEAD`` results ahead of :meth:`next`."""
+
+    def __init__(self, fill: Callable[[int], bytes]) -> None:
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(_AHEAD)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(
+            target=self._run, args=(fill,), name="collimate-layer-read", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, fill: Callable[[int], bytes]) -> None:
+        try:
+            while True:
+                data = fill(_CHUNK)
+                if not self._put(data) or not data:
+                    return
+        except BaseException as exc:  # handed to the unpacker, raised there
+            self._put(exc)
+
+    def _put(self, item: bytes | BaseException) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def next(self) -> bytes:
+        if self._done:
+            return b""
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        self._done = not item
+        return item
+
+    def close(self) -> None:
+        """Stop the thread (it is done with the blob when this returns)."""
+        self._stop.set()
+        self._thread.join()
+
+
 class LayerStream:
     """The tar stream of a layer blob: ``read(n)`` gives at most ``n`` bytes, ``b""`` at the end.
 
@@ -114,7 +181,8 @@ class LayerStream:
         self._pending = b""
         self._fill: Any
         if media_type in GZIP_TYPES:
-            self._gz: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._inflate, self._inflate_error = _inflater()
+            self._gz: Any = self._inflate.decompressobj(16 + zlib.MAX_WBITS)
             self._fill = self._fill_gzip
         elif media_type in ZSTD_TYPES:
             self._fill = _zstd_reader(self._src).read
@@ -125,10 +193,15 @@ class LayerStream:
                 f"layer media type {media_type!r} is not one the node unpacks (plain tar, gzip "
                 "or zstd)"
             )
+        self._ahead = _Ahead(self._fill)
+
+    def close(self) -> None:
+        """Stop reading the blob (idempotent; :meth:`finish` does it too)."""
+        self._ahead.close()
 
     def read(self, size: int = -1) -> bytes | memoryview:
         if self._pos >= len(self._buf):
-            data = self._fill(_CHUNK)
+            data = self._ahead.next()
             if not data:
                 return b""
             self.produced += len(data)
@@ -153,10 +226,10 @@ class LayerStream:
                 if not data.startswith(b"\x1f\x8b"):
                     self._pending = b""
                     return b""
-                self._gz = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._gz = self._inflate.decompressobj(16 + zlib.MAX_WBITS)
             try:
                 out = self._gz.decompress(data, size)
-            except zlib.error as exc:
+            except self._inflate_error as exc:
                 raise LayerError(f"the layer's gzip stream is corrupt: {exc}") from exc
             self._pending = self._gz.unconsumed_tail or self._gz.unused_data
             if out:
@@ -168,6 +241,7 @@ class LayerStream:
         Raises:
             DigestMismatch: the blob does not hash to its digest.
         """
+        self._ahead.close()
         self._src.drain()
         actual = f"{self._src.hash.name}:{self._src.hash.hexdigest()}"
         if actual != self.digest:

@@ -74,7 +74,7 @@ from collimate_rl.node.images._tar import (
     TarEntry,
     TarReader,
 )
-from collimate_rl.node.images.errors import DigestMismatch, LayerError, QuotaExceeded
+from collimate_rl.node.images.errors import LayerError, QuotaExceeded
 
 __all__ = [
     "GZIP_TYPES",
@@ -156,13 +156,13 @@ def unpack_layer_blob(
             writer = _Writer(root, limit)
             try:
                 _read_entries(stream, writer)
-            except DigestMismatch:
-                raise
             except (OverBudget, _WriterOverBudget) as exc:
                 _raise_over(int(exc.args[0]), limit, quota, digest)
             except LayerError:
                 stream.finish()  # a truncated or changed blob reads as a broken tar: say so
                 raise
+            finally:
+                stream.close()
             stream.finish()
             os.chmod(root.fd, 0o755)
         return LayerReport(digest, writer.written, writer.entries, tuple(writer.neutralised))
@@ -298,14 +298,13 @@ class _Writer:
         if mode & 0o1000:
             self.note(entry, "sticky bit on a file dropped")
         mode = (mode & 0o777) | 0o444 | (0o111 if mode & 0o111 else 0)
-        fd = self.root.create_file(parts, 0o600)
+        fd = self.root.create_file(parts, mode)
         try:
             for chunk in reader.chunks():
                 self._count(len(chunk))
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view) :]
-            os.chmod(fd, mode)
             mtime_ns = int(entry.mtime) * 1_000_000_000
             try:
                 os.utime(fd, ns=(mtime_ns, mtime_ns))

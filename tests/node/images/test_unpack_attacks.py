@@ -271,11 +271,30 @@ def test_xattrs_and_file_capabilities_are_never_applied(tmp_path: Path) -> None:
     ]
 
 
-def test_content_is_readable_by_others(tmp_path: Path) -> None:
-    entries = [directory("root", 0o700), file("root/key", b"k", mode=0o600)]
-    layer, _ = _unpack(tmp_path, layer_blob(entries))
-    assert stat.S_IMODE(os.stat(layer / "root").st_mode) == 0o755
-    assert stat.S_IMODE(os.stat(layer / "root/key").st_mode) == 0o644
+def test_content_is_readable_by_others_and_keeps_its_other_bits(tmp_path: Path) -> None:
+    entries = [
+        directory("root", 0o700),
+        file("root/key", b"k", mode=0o600),
+        file("ro", b"r", mode=0o400),
+        file("group-writable", b"g", mode=0o664),
+        file("x", b"#!", mode=0o700),
+        directory("drop", 0o777),
+    ]
+    old_umask = os.umask(0o022)  # the bits a umask would take are put back
+    try:
+        layer, _ = _unpack(tmp_path, layer_blob(entries))
+    finally:
+        os.umask(old_umask)
+    modes = {p: stat.S_IMODE(os.lstat(layer / p).st_mode) for p in entries_names(entries)}
+    assert modes == {
+        "root": 0o755,
+        "root/key": 0o644,
+        "ro": 0o444,
+        "group-writable": 0o664,
+        "x": 0o755,
+        "drop": 0o777,
+    }
+    assert (layer / "ro").read_bytes() == b"r"
 
 
 def test_modification_times_are_kept(tmp_path: Path) -> None:
