@@ -30,12 +30,17 @@ APP_CONFIG = {
 }
 
 
+#: the node's image store (set by the fixture)
+STORE: list[Path] = []
+
+
 @pytest.fixture(scope="module")
 async def node(
     require_bwrap: None, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServedNode]:
     store = tmp_path_factory.mktemp("store")
     config = NodeConfig(pool_size=0, images=ImageSettings(store_dir=store))
+    STORE.append(store)
     served = await ServedNode("tcp", TEST_LIMITS, IMAGE_SANDBOX_UID + 3, config).start()
     try:
         yield served
@@ -72,6 +77,10 @@ async def test_an_image_becomes_a_template(node: ServedNode, layouts: dict[str, 
         assert lines[3].startswith("12.")
         out = await run(sess, code="import sys; print(sys.version_info[:2])")
         assert out.output == b"(3, 11)\n"
+        # the store (its blobs, every image's layers) is no path in the image root
+        layers = STORE[0] / "layers"
+        out = await run(sess, command=f"ls {STORE[0]} {layers} 2>&1 | grep -c 'No such file'")
+        assert out.output == b"2\n", out.output
     finally:
         await sess.close()
     rows = (await node.http.get("/v1/images")).json()["images"]
