@@ -186,22 +186,17 @@ def bake_template(
     if image is not None:
         if not isinstance(image, str) or not image.strip():
             raise CollimateUsageError(f"image must be an image reference, got {image!r}")
-        body: dict[str, Any] = {"template_id": template_id, "image": image}
+        pulled: dict[str, Any] = {"template_id": template_id, "image": image}
         if setup:
-            body["setup"] = list(setup)
+            pulled["setup"] = list(setup)
         if network:
-            body["network"] = True
+            pulled["network"] = True
         if ready:
-            body["ready"] = dict(ready)
+            pulled["ready"] = dict(ready)
         if egress is not None:
-            body["egress"] = dict(egress)
-        req = Request(
-            "POST",
-            "/v1/templates",
-            body,
-            idempotent=False,
-            timeout=max(ctx.timeout, timeout or 0.0),
-        )
+            pulled["egress"] = dict(egress)
+        wait = max(ctx.timeout, timeout or 0.0)
+        req = Request("POST", "/v1/templates", pulled, idempotent=False, timeout=wait)
         return _as_dict((yield from call(ctx, req)))
     if not setup and not ready and not network and egress is None:
         raise CollimateUsageError(
