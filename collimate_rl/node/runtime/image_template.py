@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -44,6 +45,8 @@ class ImageFacts:
     gid: int
     home: str
     python3: str | None  # where its python3 is, on its PATH; None: it has none
+    #: its python3's version, when the name it links to says (``python3.11``)
+    python_version: tuple[int, int] | None = None
 
     @property
     def has_python(self) -> bool:
@@ -90,6 +93,11 @@ def lookup(layers: tuple[Path, ...], path: str) -> Path | None:
 
     ``None`` when the image has no such path.
     """
+    return _resolve(layers, path)[1]
+
+
+def _resolve(layers: tuple[Path, ...], path: str) -> tuple[str, Path | None]:
+    """``path`` with its links resolved inside the image, and the host file it is."""
     parts = [p for p in PurePosixPath("/" + path.lstrip("/")).parts[1:]]
     done: list[str] = []
     links = 0
@@ -103,18 +111,19 @@ def lookup(layers: tuple[Path, ...], path: str) -> Path | None:
             continue
         host = _entry(layers, PurePosixPath(*done, part))
         if host is None:
-            return None
+            return "", None
         if host.is_symlink():
             links += 1
             if links > _MAX_LINKS:
-                return None
+                return "", None
             target = os.readlink(host)
             if target.startswith("/"):
                 done = []
             parts = [p for p in PurePosixPath(target).parts if p != "/"] + parts
             continue
         done.append(part)
-    return _entry(layers, PurePosixPath(*done)) if done else layers[-1] if layers else None
+    where = "/" + "/".join(done)
+    return where, _entry(layers, PurePosixPath(*done)) if done else layers[-1] if layers else None
 
 
 def _table(layers: tuple[Path, ...], path: str) -> list[list[str]]:
@@ -166,14 +175,32 @@ def _program(layers: tuple[Path, ...], name: str, path: str) -> str | None:
     return None
 
 
+def python_version(layers: tuple[Path, ...], python3: str) -> tuple[int, int] | None:
+    """The version the image's ``python3`` names where its links end (``python3.11``).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     (Path(tmp) / "usr/bin").mkdir(parents=True)
+    ...     (Path(tmp) / "usr/bin/python3.9").touch()
+    ...     (Path(tmp) / "usr/bin/python3").symlink_to("python3.9")
+    ...     python_version((Path(tmp),), "/usr/bin/python3")
+    (3, 9)
+    """
+    where, _ = _resolve(layers, python3)
+    match = re.fullmatch(r"python(\d+)\.(\d+)", PurePosixPath(where).name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def image_facts(image: ImageRoot) -> ImageFacts:
-    """Its user, home and python3, read from its layers.
+    """Its user, home and python3 (and that python3's version), read from its layers.
 
     Raises:
         ImageUserError: the image's ``User`` does not exist in it.
     """
     uid, gid, home = _user(image.layers, image.user)
-    return ImageFacts(uid, gid, home, _program(image.layers, "python3", search_path(image)))
+    python3 = _program(image.layers, "python3", search_path(image))
+    version = python_version(image.layers, python3) if python3 is not None else None
+    return ImageFacts(uid, gid, home, python3, version)
 
 
 def user_paths_shim(folder: Path, layers: tuple[Path, ...], uid: int) -> Path | None:

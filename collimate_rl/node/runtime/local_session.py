@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._warm import HARNESS_MIN_PYTHON, full_program_for
 from .base import (
     ExecOutcome,
     ExecSpec,
@@ -212,6 +214,8 @@ class LocalSession:
                 "cannot run code execs (send a command instead, or bake the template from an "
                 "image with python3)"
             )
+        if facts is not None:
+            spec = self._for_image(spec, facts)
         if self._light:
             reply, body = await self._exec_light(spec)
         else:
@@ -234,14 +238,30 @@ class LocalSession:
             seed_ack=str(reply.get("seed_ack", "no-ack")),
         )
 
+    def _for_image(self, spec: ExecSpec, facts: ImageFacts) -> ExecSpec:
+        """An exec of an image template's session as it runs there: a grade (the warm stub)
+        becomes the full grading program for the image's ``python3`` (no harness is warm
+        there), which must be one the harness runs in."""
+        if grade_of(spec) is None:
+            return spec
+        version = facts.python_version
+        if version is not None and version < HARNESS_MIN_PYTHON:
+            raise ImageWithoutPython(
+                f"template {self._host.spec.template_id!r}: its image's python3 is "
+                f"{version[0]}.{version[1]}; Python grading needs "
+                f"{'.'.join(map(str, HARNESS_MIN_PYTHON))} or newer in the image (commands "
+                "and code execs still run)"
+            )
+        (path, _data), *_ = spec.files
+        return dataclasses.replace(spec, code=full_program_for(path))
+
     async def _exec_light(self, spec: ExecSpec) -> tuple[dict[str, Any], bytes]:
         """An exec of a light session, by a worker: a grade in-process, anything else in a box."""
         if self._closed:
             raise SessionLost(f"session {self._session_id} is closed")
         workers = self._host.workers
         timeout = spec.timeout_seconds + 60.0
-        # an image template's grade runs as code in the image's python3, never in a worker's
-        payload = grade_of(spec) if self._host.image_facts is None else None
+        payload = grade_of(spec)
         self._running += 1
         try:
             reply: dict[str, Any] = {"fallback": True}
