@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from collimate_rl._version import __version__
-from collimate_rl.cli import _eval, _exec, _grade, _node, _paths, _top
+from collimate_rl.cli import _eval, _exec, _grade, _images, _node, _paths, _top
 from collimate_rl.cli._output import EXIT_CODES_HELP, INFRA, run_guarded
 from collimate_rl.cli._target import add_target_options
 
@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command_name", metavar="COMMAND")
     sub.add_parser("serve", help=_PASSTHROUGH["serve"][1], add_help=False)
     _node.register(sub, common)
+    _images.register(sub, common)
     _exec.register(sub, common)
     _grade.register(sub, common)
     _eval.register(sub, common)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from collimate_rl.cli._egress import EGRESS_HELP, parse_egress
+from collimate_rl.cli._images import bake_image
 from collimate_rl.cli._output import FAILED, OK, Output
 from collimate_rl.cli._target import EmbeddedNodeClient, open_client
 from collimate_rl.errors import CollimateUsageError
@@ -101,6 +102,8 @@ def bake(args: argparse.Namespace, out: Output) -> int:
             )
         if isinstance(client, EmbeddedNodeClient):  # not a node from --url or the environment
             out.note("note: the template lives only as long as this command's local node")
+        if args.image is not None:
+            return bake_image(args, client, out)
         if not args.setup and not args.network:
             raise CollimateUsageError("give at least one --setup command (or --network)")
         egress = parse_egress(args.egress) if args.egress is not None else None
@@ -137,7 +140,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "bake",
         parents=[common],
-        help="bake a custom template from setup commands",
+        help="bake a custom template from setup commands or an OCI image (--image)",
         description="Run setup commands once over a base template and serve the result as a "
         "new template (the local node's extension).",
     )
@@ -149,6 +152,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="a shell command to run (repeat for several, run in order)",
     )
     p.add_argument("--base", default="python3", help="the template to start from (default python3)")
+    p.add_argument(
+        "--image",
+        metavar="REF",
+        help="an OCI image instead of a base: the node pulls it (host/repo:tag, oci:DIR[:tag], "
+        "oci-archive:FILE, docker-archive:FILE) and its root filesystem is every session's /",
+    )
     p.add_argument(
         "--network",
         action="store_true",

@@ -15,6 +15,9 @@ POST     /v1/sessions/{id}/fork        201    404, 409 session_busy, 410, 503
 POST     /v1/exec, /exec               200    400, 404 no_template, 503
 POST     /v1/templates                 201    400, 404 no_template, 409 template_exists,
                                               400 bake_failed, 503
+GET      /v1/images                    200    (the image store: ``{"images": [row]}``)
+GET      /v1/images/pulls              200    (pulls under way, bytes done and total)
+POST     /v1/images/prune              200    (removes images no template uses)
 POST     /v1/exec/batch                200    400, 503 (per-item errors in the body)
 POST     /v1/sessions/delete           200    400
 =======  ============================  =====  ==========================================
@@ -44,7 +47,11 @@ optional ``"ready": {"cmd", "ports", "http", "http_timeout_s", "env"}`` (the
 gateway's ReadySpec) with ``ports`` makes every session run ``cmd`` as a server;
 its create response then carries ``"endpoints": {"<port>": "127.0.0.1:<p>"}``
 (see docs/services.md). ``"network": true`` makes the template networked and
-``"egress": {...}`` gives it a default policy.
+``"egress": {...}`` gives it a default policy. ``"image": REF`` instead of a base
+pulls an OCI image (a registry reference, ``oci:DIR[:tag]``, ``oci-archive:FILE``,
+``docker-archive:FILE``) into the node's image store and makes its root
+filesystem every session's ``/`` (``node/image_templates.py``; 404 ``not_found``,
+502 ``upstream_error``, 402 ``quota_exceeded``, 400 for a bad reference or image).
 
 Egress (docs/egress.md): ``POST /v1/sessions`` and ``POST /v1/exec`` take an
 ``egress`` policy for networked templates (every built-in has a twin
@@ -78,6 +85,7 @@ together and answers ``{"deleted": [...], "missing": [...]}``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -222,6 +230,26 @@ async def exec_in_session(
 async def bake_template(req: BakeRequest, node: NodeDep) -> JSONResponse:
     """Bake setup commands over a base template into a new one (local-node extension)."""
     return JSONResponse(await node.bake(req), status_code=201)
+
+
+@router.get("/v1/images", tags=["templates"])
+async def list_images(node: NodeDep) -> JSONResponse:
+    """The node's image store: each image's reference, size and the templates using it
+    (local-node extension; rows shaped like the gateway's catalog rows)."""
+    rows = await asyncio.to_thread(node.images.rows)
+    return JSONResponse({"images": rows})
+
+
+@router.get("/v1/images/pulls", tags=["templates"])
+async def image_pulls(node: NodeDep) -> JSONResponse:
+    """Pulls under way: bytes done and to fetch, per reference (a CLI's progress bar)."""
+    return JSONResponse({"pulls": {ref: dict(p) for ref, p in node.images.pulls.items()}})
+
+
+@router.post("/v1/images/prune", tags=["templates"])
+async def prune_images(node: NodeDep) -> JSONResponse:
+    """Remove the images no template uses, and the layers and blobs only they used."""
+    return JSONResponse(await node.images.prune())
 
 
 @router.post(

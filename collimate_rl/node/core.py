@@ -26,6 +26,13 @@ from collimate_rl.node.admission import Admission, AtCapacity
 from collimate_rl.node.egress.policy import OPEN, EgressPolicy
 from collimate_rl.node.egress.settings import EgressSettings
 from collimate_rl.node.errors import NodeError, one_line
+from collimate_rl.node.image_templates import (
+    ImageSettings,
+    NodeImages,
+    image_error,
+    image_root,
+    image_service,
+)
 from collimate_rl.node.metrics import INFRA_CODES, ExecTally, NodeMetrics, session_counts
 from collimate_rl.node.models import (
     BakeRequest,
@@ -41,6 +48,7 @@ from collimate_rl.node.runtime.base import (
     RuntimeError_,
     ServiceSpec,
     SessionLost,
+    TemplateSpec,
 )
 from collimate_rl.node.runtime.workers import grade_of
 from collimate_rl.node.sessions import SessionRecord, SessionRegistry
@@ -71,6 +79,8 @@ class NodeConfig:
         max_body_bytes: largest request body accepted (else 413).
         egress: how the egress proxy resolves names and what counts as the
             internet (see :class:`~collimate_rl.node.egress.settings.EgressSettings`).
+        images: the image store and registries (see
+            :class:`~collimate_rl.node.image_templates.ImageSettings`).
     """
 
     max_inflight: int = _default_inflight()
@@ -81,6 +91,7 @@ class NodeConfig:
     drain_timeout: float = 30.0
     max_body_bytes: int = 64 << 20
     egress: EgressSettings = field(default_factory=EgressSettings)
+    images: ImageSettings = field(default_factory=ImageSettings)
 
 
 class NodeState(str, enum.Enum):
@@ -245,6 +256,9 @@ class Node:
         )
         #: baked templates' default egress policies (the gateway's EGRESS knob)
         self._egress_defaults: dict[str, EgressPolicy] = {}
+        #: the image store; the image templates this node registered
+        self.images = NodeImages(self.config.images)
+        self._image_templates: set[str] = set()
         self.admission = Admission(self.config.max_inflight, self.config.queue)
         self.state = NodeState.NEW
         self._busy = 0
@@ -265,7 +279,12 @@ class Node:
         try:
             await self.sessions.close()
         finally:
-            await self.runtime.close()
+            try:
+                await self.runtime.close()
+            finally:
+                for template_id in sorted(self._image_templates):  # prune may take them now
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(self.images.release, template_id)
 
     def begin_drain(self) -> None:
         """Refuse new work from now on; in-flight work carries on."""
@@ -398,7 +417,10 @@ class Node:
         return body
 
     async def bake(self, req: BakeRequest) -> dict[str, Any]:
-        """Run ``req.setup`` over ``req.base`` and register the result as a new template."""
+        """Run ``req.setup`` over ``req.base`` and register the result as a new template
+        (or, with ``req.image``, make that image a template)."""
+        if req.image is not None:
+            return await self._bake_image(req, req.image)
         async with self._work("bake"):
             if req.template_id in self.runtime.templates():
                 raise NodeError("template_exists", f"template {req.template_id!r} already exists")
@@ -424,6 +446,43 @@ class Node:
         return {
             "template_id": req.template_id,
             "base": req.base,
+            "bake_time_ms": round((time.perf_counter() - start) * 1e3, 3),
+            "templates": sorted(self.runtime.templates()),
+        }
+
+    async def _bake_image(self, req: BakeRequest, ref: str) -> dict[str, Any]:
+        """Pull ``ref`` into the image store and register it as the template ``req.template_id``."""
+        if req.setup:
+            raise NodeError(
+                "bad_request",
+                "an image template takes no setup commands on this node yet: build what the "
+                "image needs into it (a Dockerfile's RUN), then name it",
+            )
+        async with self._work("bake"):
+            if req.template_id in self.runtime.templates():
+                raise NodeError("template_exists", f"template {req.template_id!r} already exists")
+            default = self._baked_egress(req)
+            start = time.perf_counter()
+            record = await self.images.pull(ref)
+            root = image_root(record)
+            service, env = image_service(req.ready, root)
+            spec = TemplateSpec(
+                req.template_id, image=root, service=service, env=env, network=req.network
+            )
+            try:
+                await self.runtime.add_template(spec)
+            except RuntimeError_ as exc:
+                raise NodeError("bake_failed", one_line(exc)) from exc
+            except ValueError as exc:  # the image's User is not in it, a bad template id
+                raise image_error(ref, exc) from exc
+            await asyncio.to_thread(self.images.use, record.ref, req.template_id)
+            self._image_templates.add(req.template_id)
+            if default is not None:
+                self._egress_defaults[req.template_id] = default
+        return {
+            "template_id": req.template_id,
+            "base": record.ref,
+            "image": record.ref,
             "bake_time_ms": round((time.perf_counter() - start) * 1e3, 3),
             "templates": sorted(self.runtime.templates()),
         }

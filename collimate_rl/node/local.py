@@ -105,6 +105,9 @@ class LocalNode:
         startup_timeout: seconds to wait for ``/v1/health``.
         share_site_packages: ``--share-site-packages`` (sandboxes import this
             environment's packages read-only; see docs/services.md).
+        image_store: the image store (``--image-store``; default: under the cache dir).
+        image_store_max_bytes: its quota (``--image-store-max-bytes``).
+        insecure_registries: registries spoken to in plain HTTP (``--insecure-registry``).
         extra_args: more ``serve`` flags, verbatim.
         metrics_token: over TCP, a read-only token for ``GET /metrics``
             (``--metrics-token-file``: what a Prometheus server is given).
@@ -133,6 +136,9 @@ class LocalNode:
         drain_timeout: float | None = None,
         startup_timeout: float = 60.0,
         share_site_packages: bool = False,
+        image_store: str | Path | None = None,
+        image_store_max_bytes: int | None = None,
+        insecure_registries: tuple[str, ...] = (),
         extra_args: tuple[str, ...] = (),
         workdir_root: str | Path | None = None,
         metrics_token: str | None = None,
@@ -149,9 +155,12 @@ class LocalNode:
             "--session-ttl": session_ttl,
             "--pool-size": pool_size,
             "--drain-timeout": drain_timeout,
+            "--image-store": image_store,
+            "--image-store-max-bytes": image_store_max_bytes,
         }
         self._flags = [s for k, v in flags.items() if v is not None for s in (k, str(v))]
         self._flags += ["--share-site-packages"] if share_site_packages else []
+        self._flags += [s for host in insecure_registries for s in ("--insecure-registry", host)]
         self._flags += list(extra_args)
         self._drain_timeout = drain_timeout if drain_timeout is not None else 30.0
         self.workdir_root = workdir_root

@@ -303,6 +303,9 @@ class BakeRequest(_Request):
     network: bool = False
     ready: ReadySpec | None = None
     egress: Egress = None
+    #: an image reference instead of ``base``: the image's root filesystem is every
+    #: session's ``/`` (pulled into the node's image store; see node/image_templates.py)
+    image: str | None = Field(default=None, min_length=1, max_length=1024)
 
 
 class BakeResponse(_Response):
@@ -312,3 +315,4 @@ class BakeResponse(_Response):
     base: str
     bake_time_ms: float
     templates: list[str]
+    image: str | None = None  # the canonical reference an image template was pulled as

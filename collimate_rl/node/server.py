@@ -37,6 +37,7 @@ from collimate_rl._binds import DEFAULT_HOST, exposure_warning
 from collimate_rl.node.app import create_app
 from collimate_rl.node.core import Node, NodeConfig
 from collimate_rl.node.egress.settings import EgressSettings
+from collimate_rl.node.image_templates import ImageSettings
 from collimate_rl.node.logs import LOG_FORMATS, configure_logging
 from collimate_rl.node.runtime.base import Runtime, RuntimeError_
 
@@ -522,6 +523,32 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="built-in language templates: auto (every toolchain found, the default), none, "
         "or a comma list such as c,cpp,java (env COLLIMATE_LANGUAGES)",
     )
+    images = p.add_argument_group(
+        "images (image templates: POST /v1/templates with an image)",
+        "Where pulled OCI images are kept, and how registries are reached.",
+    )
+    images.add_argument(
+        "--image-store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the image store (default: images under the cache dir, $COLLIMATE_CACHE_DIR or "
+        "~/.cache/collimate-rl)",
+    )
+    images.add_argument(
+        "--image-store-max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the store's quota on blobs and unpacked layers (default: none)",
+    )
+    images.add_argument(
+        "--insecure-registry",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="speak plain HTTP to this registry (loopback registries always are); repeatable",
+    )
     p.add_argument("--runtime-factory", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -563,6 +590,14 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         )
     except ValueError as exc:
         raise SystemExit(f"collimate serve: {exc}") from None
+    max_bytes = getattr(args, "image_store_max_bytes", None)
+    if max_bytes is not None and max_bytes < 1:
+        raise SystemExit("collimate serve: --image-store-max-bytes must be >= 1")
+    images = ImageSettings(
+        store_dir=getattr(args, "image_store", None),
+        max_bytes=max_bytes,
+        insecure_registries=tuple(getattr(args, "insecure_registry", None) or ()),
+    )
     return NodeConfig(
         max_inflight=args.max_inflight,
         queue=args.queue,
@@ -571,6 +606,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         pool_size=args.pool_size,
         drain_timeout=args.drain_timeout,
         egress=egress,
+        images=images,
     )
 
 

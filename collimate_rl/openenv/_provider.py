@@ -13,7 +13,10 @@
 The "image" is a template whose sessions run the env server on ``port``
 (8000, OpenEnv's convention): on the local node, a template baked with
 ``Ready(cmd=..., ports=[8000], http="/health")`` (see docs/services.md); on
-the gateway, one built with ``EXPOSE_PORTS`` / ``Ready.ports``.
+the gateway, one built with ``EXPOSE_PORTS`` / ``Ready.ports``. On our local node
+an OCI image reference that names no template (``registry/env-server:1``,
+``oci:DIR:tag``) becomes one: the node pulls it and serves its ``Entrypoint``/``Cmd``
+on ``port``, ready when ``/health`` answers (once per reference and port).
 
 How the server is reached:
 
@@ -47,6 +50,7 @@ from openenv.core.containers.runtime.providers import ContainerProvider
 
 from collimate_rl.errors import CollimateError, CollimateUsageError
 from collimate_rl.openenv._tunnel import PortForward
+from collimate_rl.templates._clients import _looks_like_image, image_template_id
 from collimate_rl.wire._operations import field_of
 
 __all__ = ["CollimateProvider", "image_to_template"]
@@ -200,6 +204,7 @@ class CollimateProvider(ContainerProvider):  # type: ignore[misc]
                 "synchronously); pass CollimateClient/GatewayClient, not the async twins"
             )
         self.stop_container()
+        template = self._image_template(client, image, template, port)
         resp = client.create_session(template)
         session_id = str(field_of(resp, "session_id") or field_of(resp, "id") or "")
         if not session_id:
@@ -213,6 +218,25 @@ class CollimateProvider(ContainerProvider):  # type: ignore[misc]
             self.stop_container()
             raise
         return self._base_url
+
+    def _image_template(self, client: Any, image: str, template: str, port: int) -> str:
+        """On our node, the template an OCI image reference becomes (baked on first use);
+        else ``template`` unchanged (a gateway's, a daemon's, or one the node serves)."""
+        if (
+            self._resolve is not None
+            or not callable(getattr(client, "bake_template", None))
+            or callable(getattr(client, "expect_width", None))
+            or not _looks_like_image(image)
+        ):
+            return template
+        served = [str(t) for t in client.templates()]
+        if template in served or image in served:
+            return template if template in served else image
+        tid = f"{image_template_id(image)}-{port}"
+        if tid not in served:
+            ready = {"ports": [port], "http": "/health", "http_timeout_s": self.ready_timeout}
+            client.bake_template(tid, [], image=image, ready=ready)
+        return tid
 
     def _connect(self, client: Any, session_id: str, template: str, port: int, resp: Any) -> str:
         if callable(getattr(client, "connect_url", None)):  # the gateway: tunnel

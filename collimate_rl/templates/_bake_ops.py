@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collimate_rl.errors import CollimateNotFoundError, GatewayError
-from collimate_rl.templates._clients import _is_gateway, _no_node_bake
+from collimate_rl.templates._clients import _is_gateway, _looks_like_image, _no_node_bake
 from collimate_rl.templates._ready import Ready
 from collimate_rl.templates._status import TemplateBakeFailed, TemplateStatus
 from collimate_rl.wire._operations import ClientCall, Op, Sleep, field_of
@@ -38,7 +38,21 @@ def _node_bake_op(
     ``cmd`` is a setup command run once, like the gateway's ``WARM_CMD``.
     ``network`` makes the template networked (its sessions take ``egress=``
     policies, docs/egress.md) and gives the setup network.
+
+    An ``image`` the node does not serve as a template but that reads as an OCI image
+    reference (``_looks_like_image``), without ``ready``: the node pulls it and makes its
+    root filesystem the template's; a template of that name already there is kept (the
+    gateway's bake tolerates AlreadyExists too).
     """
+    plain = ready is None or not (ready.cmd or ready.network or ready.ports or ready.http)
+    if hasattr(client, "bake_template") and plain and _looks_like_image(image):
+        served = [str(t) for t in (yield ClientCall("templates", ()))]
+        if image not in served:
+            if name not in served:
+                yield ClientCall("bake_template", (name, []), {"image": image})
+            return _HandleInfo(
+                id=name, name=name, image=image, declared=width, bake_mode="built", on_node=True
+            )
     if not hasattr(client, "bake_template") or ready is None or not (ready.cmd or ready.network):
         raise _no_node_bake(client)
     spec = ready.to_wire() or {}

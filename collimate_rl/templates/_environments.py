@@ -12,7 +12,13 @@ from typing import Any
 
 from collimate_rl.errors import CollimateNotFoundError, GatewayError
 from collimate_rl.sandbox import AsyncSandbox, Sandbox
-from collimate_rl.templates._clients import _is_gateway, _no_node_bake, _not_gateway
+from collimate_rl.templates._clients import (
+    _is_gateway,
+    _looks_like_image,
+    _no_node_bake,
+    _not_gateway,
+    image_template_id,
+)
 from collimate_rl.templates._handles import (
     AsyncTemplate,
     AsyncTemplateHandle,
@@ -53,6 +59,12 @@ def _environment_op(
             raise _no_node_bake(client)
         if callable(getattr(client, "templates", None)):
             served = [str(t) for t in (yield ClientCall("templates"))]
+            if ref not in served and _looks_like_image(ref) and hasattr(client, "bake_template"):
+                # an image reference: our node makes it a template once, then reuses it
+                tid = image_template_id(ref)
+                if tid not in served:
+                    yield ClientCall("bake_template", (tid, []), {"image": ref})
+                return tid, False
             if ref not in served:
                 raise CollimateNotFoundError(
                     f"this node has no template {ref!r}; it serves {served}. Pick one of "

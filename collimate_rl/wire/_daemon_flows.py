@@ -181,11 +181,28 @@ def bake_template(
     timeout: float | None,
     ready: Mapping[str, Any] | None = None,
     egress: Mapping[str, Any] | None = None,
+    image: str | None = None,
 ) -> Flow[dict[str, Any]]:
-    """``POST /v1/templates`` (our node's extension; not idempotent)."""
+    """``POST /v1/templates`` (our node's extension; not idempotent). With ``image``, the
+    node pulls that OCI image and makes its root filesystem the template's."""
     path_id(template_id, "template_id")
     if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
         raise CollimateUsageError("setup must be a list of shell commands")
+    if image is not None:
+        if not isinstance(image, str) or not image.strip():
+            raise CollimateUsageError(f"image must be an image reference, got {image!r}")
+        pulled: dict[str, Any] = {"template_id": template_id, "image": image}
+        if setup:
+            pulled["setup"] = list(setup)
+        if network:
+            pulled["network"] = True
+        if ready:
+            pulled["ready"] = dict(ready)
+        if egress is not None:
+            pulled["egress"] = dict(egress)
+        wait = max(ctx.timeout, timeout or 0.0)
+        req = Request("POST", "/v1/templates", pulled, idempotent=False, timeout=wait)
+        return _as_dict((yield from call(ctx, req)))
     if not setup and not ready and not network and egress is None:
         raise CollimateUsageError(
             "setup must list at least one command (or give ready, network=True or egress)"
@@ -202,6 +219,26 @@ def bake_template(
         body["egress"] = dict(egress)
     wait = max(ctx.timeout, timeout or 0.0)
     req = Request("POST", "/v1/templates", body, idempotent=False, timeout=wait)
+    return _as_dict((yield from call(ctx, req)))
+
+
+def store_images(ctx: CallContext) -> Flow[list[dict[str, Any]]]:
+    """``GET /v1/images`` of our node: the images in its store (reference, size, users)."""
+    raw = yield from call(ctx, _get(ctx, "/v1/images"))
+    rows = raw.get("images") if isinstance(raw, dict) else raw
+    return [r for r in rows or [] if isinstance(r, dict)]
+
+
+def image_pulls(ctx: CallContext) -> Flow[dict[str, Any]]:
+    """``GET /v1/images/pulls`` of our node: reference -> bytes done and total."""
+    raw = yield from call(ctx, _get(ctx, "/v1/images/pulls"))
+    pulls = raw.get("pulls") if isinstance(raw, dict) else None
+    return dict(pulls) if isinstance(pulls, dict) else {}
+
+
+def prune_images(ctx: CallContext) -> Flow[dict[str, Any]]:
+    """``POST /v1/images/prune`` of our node: remove the images no template uses."""
+    req = Request("POST", "/v1/images/prune", {}, idempotent=True, timeout=ctx.timeout)
     return _as_dict((yield from call(ctx, req)))
 
 

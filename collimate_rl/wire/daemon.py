@@ -240,6 +240,7 @@ class CollimateClient(SyncClientBase):
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
         egress: Mapping[str, Any] | None = None,
+        image: str | None = None,
     ) -> dict[str, Any]:
         """Bake ``setup`` commands over ``base`` into a new template (our local node's extension).
 
@@ -250,11 +251,29 @@ class CollimateClient(SyncClientBase):
         server on ``ports`` (its ``endpoints``); ``setup`` may then be empty.
         ``network`` also makes the template networked (its sessions take an
         ``egress`` policy; ``setup`` may be empty) and ``egress`` is its default
-        policy (docs/egress.md).
+        policy (docs/egress.md). ``image`` (an OCI image reference: ``host/repo:tag``,
+        ``oci:DIR[:tag]``, ``oci-archive:FILE``, ``docker-archive:FILE``) instead of ``base``:
+        the node pulls it into its image store and every session sees its root filesystem
+        as ``/`` (``setup`` empty).
         """
         return self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready, egress)
+            _d.bake_template(
+                self._ctx(), template_id, setup, base, network, timeout, ready, egress, image
+            )
         )
+
+    def store_images(self) -> list[dict[str, Any]]:
+        """The images in our local node's image store (``GET /v1/images``): each row's ``id``
+        (the reference), ``size_bytes`` and ``used_by`` (template ids)."""
+        return self._run(_d.store_images(self._ctx()))
+
+    def image_pulls(self) -> dict[str, Any]:
+        """Our local node's pulls under way: reference -> ``{done, total, what}`` bytes."""
+        return self._run(_d.image_pulls(self._ctx()))
+
+    def prune_images(self) -> dict[str, Any]:
+        """Remove the images no template of our local node uses; what was removed."""
+        return self._run(_d.prune_images(self._ctx()))
 
 
 class AsyncCollimateClient(AsyncClientBase):
@@ -405,8 +424,23 @@ class AsyncCollimateClient(AsyncClientBase):
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
         egress: Mapping[str, Any] | None = None,
+        image: str | None = None,
     ) -> dict[str, Any]:
         """See :meth:`CollimateClient.bake_template`."""
         return await self._run(
-            _d.bake_template(self._ctx(), template_id, setup, base, network, timeout, ready, egress)
+            _d.bake_template(
+                self._ctx(), template_id, setup, base, network, timeout, ready, egress, image
+            )
         )
+
+    async def store_images(self) -> list[dict[str, Any]]:
+        """See :meth:`CollimateClient.store_images`."""
+        return await self._run(_d.store_images(self._ctx()))
+
+    async def image_pulls(self) -> dict[str, Any]:
+        """See :meth:`CollimateClient.image_pulls`."""
+        return await self._run(_d.image_pulls(self._ctx()))
+
+    async def prune_images(self) -> dict[str, Any]:
+        """See :meth:`CollimateClient.prune_images`."""
+        return await self._run(_d.prune_images(self._ctx()))

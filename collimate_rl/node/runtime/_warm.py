@@ -24,7 +24,16 @@ import sys
 import types
 import zlib
 
-__all__ = ["compile_block", "warm_modules", "warm_stub_for"]
+__all__ = [
+    "HARNESS_MIN_PYTHON",
+    "compile_block",
+    "full_program_for",
+    "warm_modules",
+    "warm_stub_for",
+]
+
+#: The oldest Python the grading harness runs in (the package's own floor).
+HARNESS_MIN_PYTHON = (3, 10)
 
 
 def warm_modules(interpreter: str) -> dict[str, dict[str, str]]:
@@ -56,6 +65,21 @@ def warm_stub_for(payload_path: str) -> str:
     from collimate_rl.grading._shipping import warm_stub
 
     return warm_stub(payload_path)
+
+
+def full_program_for(payload_path: str) -> str:
+    """The self-contained grading program for ``payload_path``: what a grade becomes in a
+    template whose ``python3`` is not the node's (an image's), where no harness is warm.
+
+    The node sends it in place of the warm stub, so the client is not told of a miss (it
+    would then ship the full program to every template of the node, warm ones too).
+
+    >>> "collimate: entry" in full_program_for("/tmp/p.json")
+    True
+    """
+    from collimate_rl.grading._shipping import full_program
+
+    return full_program(payload_path)
 
 
 def compile_block(source: str, index: int) -> tuple[types.CodeType, int]:

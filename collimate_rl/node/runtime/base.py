@@ -24,6 +24,8 @@ __all__ = [
     "OUTPUT_CAP_BYTES",
     "ExecOutcome",
     "ExecSpec",
+    "ImageRoot",
+    "ImageWithoutPython",
     "Isolation",
     "Limits",
     "Runtime",
@@ -71,12 +73,47 @@ class ServiceSpec:
         http: a path polled (through the bridge) until it answers < 400
             before the create returns; empty: do not wait.
         http_timeout_s: how long to poll ``http``.
+        argv: run this program directly instead of ``/bin/sh -c cmd`` (an image's
+            ``Entrypoint`` + ``Cmd``: the image need not have a shell); ``argv[0]`` is
+            looked up on the session's ``PATH``.
     """
 
     cmd: str
     ports: tuple[int, ...]
     http: str = ""
     http_timeout_s: float = 60.0
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImageRoot:
+    """An OCI image as a template's root filesystem (``bwrap`` driver only).
+
+    Its sessions see the layers, stacked read-only under a copy-on-write upper layer of
+    their own, as ``/``; the node's runtime stays outside that root (docs/architecture.md,
+    "Image templates").
+
+    Attributes:
+        layers: unpacked layer folders, lowest first (overlay-style whiteouts).
+        env: the image's ``Env`` (``NAME=value`` entries already split).
+        working_dir: the image's ``WorkingDir`` (an exec's cwd; ``/`` when unset).
+        user: the image's ``User`` (``name``, ``uid``, ``name:group``, ``uid:gid``; empty:
+            root): whom sessions run as, mapped onto the sandbox uid.
+        entrypoint: the image's ``Entrypoint``.
+        cmd: the image's ``Cmd``.
+        ref: the reference it was pulled as, for messages and listings.
+
+    >>> ImageRoot(layers=(Path("/store/l/1"),), env=(("PATH", "/usr/bin"),)).working_dir
+    '/'
+    """
+
+    layers: tuple[Path, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    working_dir: str = "/"
+    user: str = ""
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    ref: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +141,9 @@ class TemplateSpec:
             ``env`` entries inside them follow (``host_paths.bind_target``).
         path: directories put on ``PATH``, after the node's Python.
         limits: this template's exec limits (``None``: the runtime's).
+        image: the template's root filesystem is this image (see :class:`ImageRoot`);
+            ``layers``, ``binds``, ``path`` and ``preload`` do not apply, ``code`` execs
+            run the image's own ``python3``.
     """
 
     template_id: str
@@ -116,6 +156,7 @@ class TemplateSpec:
     binds: tuple[Path, ...] = ()
     path: tuple[str, ...] = ()
     limits: Limits | None = None
+    image: ImageRoot | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +197,11 @@ class ExecOutcome:
 
 class RuntimeError_(Exception):
     """An infrastructure failure of the runtime (maps to 5xx, never to a reward)."""
+
+
+class ImageWithoutPython(ValueError):
+    """A ``code`` exec (or a grade) in a session of an image that has no ``python3``
+    (a bad request: maps to 400, never to a reward)."""
 
 
 class SessionLost(RuntimeError_):

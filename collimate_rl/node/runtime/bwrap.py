@@ -98,7 +98,14 @@ def _inaccessible_ancestor(path: Path) -> Path | None:
     return None
 
 
-def launch_preexec(uid: int, exposed: Sequence[Path], *, bwrap: str | None = None) -> Launch | None:
+def launch_preexec(
+    uid: int,
+    exposed: Sequence[Path],
+    *,
+    bwrap: str | None = None,
+    idmapped: Sequence[Path] = (),
+    idmap: tuple[int, int] = (0, 0),
+) -> Launch | None:
     """A ``preexec_fn`` that drops root to ``uid`` before bwrap runs (``None`` when not root).
 
     What the sandbox uid must reach, the ``bwrap`` executable with its libraries and the
@@ -116,6 +123,10 @@ def launch_preexec(uid: int, exposed: Sequence[Path], *, bwrap: str | None = Non
     to keep in step with the installed wheel and no root-owned location to pick safely
     (a shared ``/tmp`` invites swaps; ``/var/lib`` may be read-only in a container).
 
+    ``idmapped``: an image's layers, mounted over themselves first with the owner
+    ``idmap`` (uid, gid) on disk shown as ``uid`` (``idmap.py``); their own modes are not
+    checked (the idmap makes the image user's files the sandbox uid's).
+
     Raises:
         UnreachablePath: a path's own mode keeps ``uid`` out (the launcher only makes the
             directories above a path traversable).
@@ -127,11 +138,11 @@ def launch_preexec(uid: int, exposed: Sequence[Path], *, bwrap: str | None = Non
     if problem is not None:
         raise _reach.UnreachablePath(problem)
     plan: list[tuple[Path, Path]] = []  # (hidden ancestor, path to re-expose)
-    for p in paths:
+    for p in [*paths, *idmapped]:
         hide = _inaccessible_ancestor(p)
         if hide is not None:
             plan.append((hide, p))
-    return Launch(uid, plan)
+    return Launch(uid, plan, [Path(p) for p in idmapped], idmap)
 
 
 class Launch:
@@ -142,12 +153,20 @@ class Launch:
     reads it in the parent.
     """
 
-    def __init__(self, uid: int, plan: list[tuple[Path, Path]]) -> None:
+    def __init__(
+        self,
+        uid: int,
+        plan: list[tuple[Path, Path]],
+        idmapped: list[Path] | None = None,
+        idmap: tuple[int, int] = (0, 0),
+    ) -> None:
         from ._sandbox import syscalls as sv
 
         sv.libc()  # load before fork
         self.uid = uid
         self.plan = plan
+        self.idmapped = idmapped or []
+        self.idmap = idmap
         self._read, self._write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         weakref.finalize(self, _close_fds, self._read, self._write)
 
@@ -157,9 +176,14 @@ class Launch:
         plan, uid = self.plan, self.uid
         step = "re-exposing them in a private mount namespace"
         try:
-            if plan:
+            if plan or self.idmapped:
                 sv.unshare(sv.CLONE_NEWNS)
                 sv.mount(None, "/", None, sv.MS_REC | sv.MS_PRIVATE, None)
+            if self.idmapped:
+                step = "mounting the image's layers idmapped"
+                self._idmap_layers()
+                step = "re-exposing them in a private mount namespace"
+            if plan:
                 src = [os.open(p, os.O_PATH | os.O_CLOEXEC) for _, p in plan]
                 for hide in sorted({h for h, _ in plan}):
                     sv.mount(
@@ -180,6 +204,16 @@ class Launch:
         except OSError as exc:
             self._note(step, exc)
             raise
+
+    def _idmap_layers(self) -> None:
+        from . import idmap
+
+        userns = idmap.idmap_userns(*self.idmap, self.uid, self.uid)
+        try:
+            for layer in self.idmapped:
+                idmap.idmapped_over_itself(str(layer), userns)
+        finally:
+            os.close(userns)
 
     def _note(self, step: str, exc: OSError) -> None:
         hidden = sorted({h for h, _ in self.plan})

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._warm import HARNESS_MIN_PYTHON, full_program_for
 from .base import (
     ExecOutcome,
     ExecSpec,
+    ImageWithoutPython,
     RuntimeError_,
     ServiceNotReady,
     ServiceSpec,
@@ -27,6 +30,7 @@ from .base import (
     TemplateSpec,
 )
 from .bridge import Bridge, ServiceFailed, read_bounded, wait_http
+from .image_template import ImageFacts
 from .unix_rpc import unix_call
 from .workers import WorkerPool, exec_header, grade_of, grade_request
 
@@ -43,6 +47,7 @@ class SessionHost(Protocol):
     spec: TemplateSpec
     sock_dir: Path
     workers: WorkerPool
+    image_facts: ImageFacts | None
 
     @property
     def running(self) -> bool: ...
@@ -199,6 +204,18 @@ class LocalSession:
     async def exec(self, spec: ExecSpec) -> ExecOutcome:
         if self._forking:
             raise SessionBusy("session is being forked")
+        facts = self._host.image_facts
+        code_only = spec.command is None and spec.commands is None
+        if facts is not None and not facts.has_python and code_only:
+            image = self._host.spec.image
+            raise ImageWithoutPython(
+                f"template {self._host.spec.template_id!r}: its image "
+                f"{image.ref if image is not None else ''} has no python3 on its PATH, so it "
+                "cannot run code execs (send a command instead, or bake the template from an "
+                "image with python3)"
+            )
+        if facts is not None:
+            spec = self._for_image(spec, facts)
         if self._light:
             reply, body = await self._exec_light(spec)
         else:
@@ -220,6 +237,23 @@ class LocalSession:
             truncated=bool(reply.get("truncated")),
             seed_ack=str(reply.get("seed_ack", "no-ack")),
         )
+
+    def _for_image(self, spec: ExecSpec, facts: ImageFacts) -> ExecSpec:
+        """An exec of an image template's session as it runs there: a grade (the warm stub)
+        becomes the full grading program for the image's ``python3`` (no harness is warm
+        there), which must be one the harness runs in."""
+        if grade_of(spec) is None:
+            return spec
+        version = facts.python_version
+        if version is not None and version < HARNESS_MIN_PYTHON:
+            raise ImageWithoutPython(
+                f"template {self._host.spec.template_id!r}: its image's python3 is "
+                f"{version[0]}.{version[1]}; Python grading needs "
+                f"{'.'.join(map(str, HARNESS_MIN_PYTHON))} or newer in the image (commands "
+                "and code execs still run)"
+            )
+        (path, _data), *_ = spec.files
+        return dataclasses.replace(spec, code=full_program_for(path))
 
     async def _exec_light(self, spec: ExecSpec) -> tuple[dict[str, Any], bytes]:
         """An exec of a light session, by a worker: a grade in-process, anything else in a box."""

@@ -34,6 +34,8 @@ from .host_paths import (
     search_path,
     supervisor_argv,
 )
+from .image_template import ImageFacts, image_facts, skeleton, user_paths_shim
+from .image_template import search_path as image_search_path
 from .local_session import LocalSession
 from .memcg import MemoryCgroup
 from .unix_rpc import unix_call
@@ -123,11 +125,18 @@ class TemplateHost:
         self.memcg: MemoryCgroup | None = None
         #: the workers that run light sessions' execs and grades (``workers.py``)
         self.workers = WorkerPool(self.master, self.sock_dir)
+        #: an image template's user, home and python3 (read from its layers at start)
+        self.image_facts: ImageFacts | None = None
 
     @property
     def light(self) -> bool:
-        """Whether this template's sessions (without network) are light (see docs/fast-path.md)."""
+        """Whether this template's sessions (without network) are light (see docs/fast-path.md).
+
+        An image template's are unless it has a service (even with ``light_sessions=False``).
+        """
         rt = self.runtime
+        if self.spec.image is not None:
+            return self.spec.service is None
         return rt.light_sessions and rt.isolation is Isolation.BWRAP and self.spec.service is None
 
     # -- bring-up
@@ -146,7 +155,15 @@ class TemplateHost:
             preexec: Callable[[], None] | None = None
             if isolated:
                 argv, config_text = self._bwrap_argv(fds)
-                launch = bw.launch_preexec(rt.sandbox_uid, self._exposed(), bwrap=rt.bwrap_path)
+                image = self.spec.image
+                facts = self.image_facts
+                launch = bw.launch_preexec(
+                    rt.sandbox_uid,
+                    self._exposed(),
+                    bwrap=rt.bwrap_path,
+                    idmapped=image.layers if image is not None else (),
+                    idmap=(facts.uid, facts.gid) if facts is not None else (0, 0),
+                )
                 preexec = launch
             else:
                 argv, config_text = self._none_argv()
@@ -196,6 +213,8 @@ class TemplateHost:
                 f"inside it (unix socket paths are limited to {_UNIX_PATH_MAX} bytes); "
                 "pass a shorter --state-dir"
             )
+        if self.spec.image is not None:
+            self._prepare_image()
         self.proc = self._launch()
         self.runtime.note_host(self.proc.pid)
         deadline = time.monotonic() + 30.0
@@ -219,6 +238,47 @@ class TemplateHost:
                     f"{self._stderr_tail()}"
                 )
             await asyncio.sleep(0.005)
+
+    def _prepare_image(self) -> None:
+        """Read the image's facts from its layers; make its skeleton layer (image_template)."""
+        image = self.spec.image
+        assert image is not None
+        if self.runtime.isolation is not Isolation.BWRAP:
+            raise ValueError(
+                "image templates need the bwrap driver (the image's root is each session's "
+                "own mount namespace); this node runs isolation='none'"
+            )
+        self.image_facts = facts = image_facts(image)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        made = [skeleton(self.dir / "skeleton", image.working_dir)]
+        if facts.uid != 0 and os.geteuid() == 0:  # (the layers' owners are the node's if not)
+            shim = user_paths_shim(self.dir / "shim", image.layers, facts.uid)
+            if shim is not None:
+                made.append(shim)
+        for folder in made:
+            self.runtime.chown(folder)
+            for sub in folder.rglob("*"):
+                self.runtime.chown(sub)
+
+    def _node_layers(self) -> list[Path]:
+        """The layers the node made for an image template (skeleton, shim), not the image's."""
+        return [p for p in (self.dir / "skeleton", self.dir / "shim") if p.is_dir()]
+
+    def _image_layers(self) -> tuple[Path, ...]:
+        """An image template's lower layers, lowest first: the skeleton, the image's, the shim."""
+        image = self.spec.image
+        assert image is not None
+        shim = self.dir / "shim"
+        return (self.dir / "skeleton", *image.layers, *([shim] if shim.is_dir() else []))
+
+    def _image_env(self) -> dict[str, str]:
+        """An image template's sessions' environment: the image's ``Env`` with ``PATH``
+        (Docker's default when it has none) and the user's ``HOME``."""
+        image, facts = self.spec.image, self.image_facts
+        assert image is not None and facts is not None
+        env = {"PATH": image_search_path(image), "HOME": facts.home, "HOSTNAME": "sandbox"}
+        env.update(dict(image.env))
+        return env
 
     def _stderr_tail(self) -> str:
         try:
@@ -246,6 +306,7 @@ class TemplateHost:
     ) -> str:
         """The master's config; ``env``: the template's own, as its sessions see it."""
         spec = self.spec
+        image, facts = spec.image, self.image_facts
         cfg: dict[str, Any] = {
             "isolated": self.runtime.isolation is Isolation.BWRAP,
             "template_id": spec.template_id,
@@ -265,6 +326,15 @@ class TemplateHost:
         }
         if spec.service is not None:
             cfg["service"] = {"cmd": spec.service.cmd, "ports": list(spec.service.ports)}
+            if spec.service.argv:
+                cfg["service"]["argv"] = list(spec.service.argv)
+        if image is not None and facts is not None:
+            workdir = "/" + image.working_dir.lstrip("/")
+            cfg["image"] = {"uid": facts.uid, "gid": facts.gid, "workdir": workdir}
+            # what a session may write, as its processes name it (inside the image root,
+            # after the box's chroot): the whole copy-on-write root, its /dev and /proc
+            # among it (read by the Landlock fence of the syscall-policy work, when merged)
+            cfg["writable_paths"] = ["/"]
         return json.dumps(cfg)
 
     def _exposed(self) -> list[Path]:
@@ -275,6 +345,7 @@ class TemplateHost:
             *([self.runtime.zygote_loop.parent] if self.runtime.zygote_loop is not None else []),
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
+            *(self._node_layers() if self.spec.image is not None else ()),
             *self.runtime.site_dirs,
             *self.spec.binds,
         ]
@@ -294,7 +365,11 @@ class TemplateHost:
         if rt.zygote_loop is not None:  # (a folder: the launch re-exposes folders, not files)
             argv += ["--ro-bind", str(rt.zygote_loop.parent), ZYGOTE_LOOP_DIR]
         argv += ["--bind", str(self.sock_dir), "/.collimate/socks"]
-        layers, lowers = layer_args(self.spec.layers, self.spec.binds)
+        image = self.spec.image
+        if image is None:
+            layers, lowers = layer_args(self.spec.layers, self.spec.binds)
+        else:  # the skeleton lowest, then the image's layers (idmapped by the launcher)
+            layers, lowers = layer_args(self._image_layers(), ())
         argv += layers
         argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", "/", "--clearenv"]
@@ -316,6 +391,8 @@ class TemplateHost:
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         }
+        if image is not None:
+            base_env = self._image_env()
         cfg = self._config(
             layers=lowers,
             base_env=base_env,

@@ -75,14 +75,17 @@ class NodeSession:
 class ServedNode:
     """A node on a fresh bwrap runtime, served on ``transport`` (``"unix"`` or ``"tcp"``)."""
 
-    def __init__(self, transport: str, limits: Limits, sandbox_uid: int) -> None:
+    def __init__(
+        self, transport: str, limits: Limits, sandbox_uid: int, config: NodeConfig | None = None
+    ) -> None:
         self.transport = transport
         self._tmp = tempfile.TemporaryDirectory(prefix="escape-node-")
         tmp = Path(self._tmp.name)
         runtime = create_runtime(
             "bwrap", state_dir=tmp / "state", limits=limits, sandbox_uid=sandbox_uid
         )
-        self.app = create_app(runtime, NodeConfig(pool_size=1, max_inflight=8))
+        self.runtime = runtime
+        self.app = create_app(runtime, config or NodeConfig(pool_size=1, max_inflight=8))
         if transport == "unix":
             self.socket_path: Path | None = tmp / "node.sock"
             self.sock = bind_unix_socket(self.socket_path)
@@ -129,3 +132,21 @@ def host_addresses() -> list[str]:
         for info in socket.getaddrinfo(socket.gethostname(), None):
             found.add(str(info[4][0]))
     return sorted(found)
+
+
+#: The image template the escape battery also attacks from (``add_image_template``).
+IMAGE_TEMPLATE = "image"
+
+
+async def add_image_template(node: ServedNode) -> None:
+    """Give ``node`` the template ``image``: a Debian bookworm root filesystem with python3,
+    ``WorkingDir`` ``/sandbox`` (once per node; skips where the root filesystem cannot be had)."""
+    from collimate_rl.node.runtime import ImageRoot, TemplateSpec
+    from tests.node.images._rootfs import rootfs_layer
+
+    if IMAGE_TEMPLATE in node.runtime.templates():
+        return
+    layer = rootfs_layer("bookworm-py")
+    env = (("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),)
+    image = ImageRoot(layers=(layer,), env=env, working_dir="/sandbox", ref="bookworm-py")
+    await node.runtime.add_template(TemplateSpec(IMAGE_TEMPLATE, image=image))

@@ -5,7 +5,10 @@ node stays healthy (every test ends with a working exec in a fresh session).
 
 The battery runs twice, against a whole node served on a unix socket and on
 TCP (``_served.py``): the sandboxes are reached over HTTP like a trainer's,
-and a node listening next to them must be out of their reach."""
+and a node listening next to them must be out of their reach. Each attack runs
+in a session of the built-in ``python3`` template and of an image template (a
+Debian bookworm root filesystem as the session's ``/``, ``WorkingDir``
+``/sandbox``), whose code runs in the image's own python3."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ._served import TRANSPORTS, NodeSession, ServedNode, host_addresses
+from ._served import TRANSPORTS, NodeSession, ServedNode, add_image_template, host_addresses
 from .conftest import SANDBOX_UID, TEST_LIMITS, run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
@@ -37,9 +40,17 @@ async def rt(request: pytest.FixtureRequest, require_bwrap: None) -> AsyncIterat
         await node.stop()
 
 
+@pytest.fixture(params=["python3", "image"])
+async def template(request: pytest.FixtureRequest, rt: ServedNode) -> str:
+    """The template the attacks run in: the built-in one, or an image template."""
+    if request.param == "image":
+        await add_image_template(rt)
+    return str(request.param)
+
+
 @pytest.fixture
-async def sess(rt: ServedNode) -> AsyncIterator[NodeSession]:
-    s = await rt.create_session("python3")
+async def sess(rt: ServedNode, template: str) -> AsyncIterator[NodeSession]:
+    s = await rt.create_session(template)
     try:
         yield s
     finally:
@@ -195,7 +206,17 @@ async def test_cannot_read_project_folder(sess: NodeSession) -> None:
     assert b"True" not in out.output, out.output
 
 
-async def test_cannot_read_home_folder(sess: NodeSession) -> None:
+def image_own(path: str) -> set[str]:
+    """The entries the image template's root filesystem has at ``path`` (its own, not the
+    host's: an image session sees those instead)."""
+    from collimate_rl.node.runtime.image_template import lookup
+    from tests.node.images._rootfs import rootfs_layer
+
+    found = lookup((rootfs_layer("bookworm-py"),), path)
+    return {p.name for p in found.iterdir()} if found is not None and found.is_dir() else set()
+
+
+async def test_cannot_read_home_folder(sess: NodeSession, template: str) -> None:
     home = Path(os.path.expanduser("~"))
     host_entries = {p.name for p in home.iterdir()} if home.is_dir() else set()
     out = await run(
@@ -203,15 +224,22 @@ async def test_cannot_read_home_folder(sess: NodeSession) -> None:
         code=f"import os\nprint(sorted(os.listdir({str(home)!r})) if os.path.isdir({str(home)!r}) else [])",
     )
     visible = set(eval(out.output.decode()))
-    # at most the node's interpreter prefix (e.g. /root/.pyenv) shows through
-    assert visible <= {".pyenv"}, visible
+    if template == "image":  # the image's own folder there, if it has one
+        assert visible == image_own(str(home)), visible
+    else:  # at most the node's interpreter prefix (e.g. /root/.pyenv) shows through
+        assert visible <= {".pyenv"}, visible
     secrets_ = [n for n in host_entries if n not in visible]
     for name in secrets_[:20]:
         out = await run(sess, command=f"cat {home / name!s} 2>&1; ls {home / name!s} 2>&1")
         assert b"No such file" in out.output or out.output == b"", (name, out.output)
 
 
-async def test_cannot_read_shadow_or_host_etc(sess: NodeSession) -> None:
+async def test_cannot_read_shadow_or_host_etc(sess: NodeSession, template: str) -> None:
+    if template == "image":  # the image's own /etc (its shadow is the image's), never the host's
+        out = await run(sess, command="ls -A /etc; cat /etc/passwd")
+        assert set(out.output.decode().split()[: len(image_own("/etc"))]) == image_own("/etc")
+        assert b"cloudsdk" not in out.output and b"sandbox:x:1000" not in out.output
+        return
     out = await run(sess, command="cat /etc/shadow; ls /etc")
     assert b"root:" not in out.output
     listed = set(out.output.decode().split())
@@ -220,9 +248,9 @@ async def test_cannot_read_shadow_or_host_etc(sess: NodeSession) -> None:
     assert b"sandbox:x:1000" in out.output and b"cloudsdk" not in out.output
 
 
-async def test_cannot_see_other_sessions_files(rt: ServedNode) -> None:
-    a = await rt.create_session("python3", "secret-a")
-    b = await rt.create_session("python3", "secret-b")
+async def test_cannot_see_other_sessions_files(rt: ServedNode, template: str) -> None:
+    a = await rt.create_session(template, "secret-a")
+    b = await rt.create_session(template, "secret-b")
     try:
         await run(
             a, files=(("secret.txt", b"TOPSECRET-A"),), command="cp secret.txt /tmp/secret.txt"
@@ -239,13 +267,16 @@ async def test_cannot_see_other_sessions_files(rt: ServedNode) -> None:
         assert b"TOPSECRET" not in out.output, out.output
         assert out.output.endswith(b"done\n")
         out = await run(b, code="import os; print(os.listdir('/.collimate'))")
-        assert out.output == b"[]\n"
+        # an image session's root has no such folder at all
+        assert out.output == b"[]\n" or (template == "image" and b"FileNotFoundError" in out.output)
     finally:
         await a.close()
         await b.close()
 
 
-async def test_cannot_write_outside(sess: NodeSession, tmp_path: Path) -> None:
+async def test_cannot_write_outside(
+    sess: NodeSession, rt: ServedNode, template: str, tmp_path: Path
+) -> None:
     targets = [
         "/usr/pwned",
         "/etc/pwned",
@@ -266,14 +297,38 @@ async def test_cannot_write_outside(sess: NodeSession, tmp_path: Path) -> None:
         "except OSError as e: print('denied chmod', e.errno)\n"
     )
     out = await run(sess, code=code)
-    assert b"WROTE" not in out.output and b"CHMOD" not in out.output, out.output
+    if template == "image":  # root of its own root: writes land in the session's upper layer
+        assert b"WROTE /etc/pwned" in out.output and b"CHMOD" in out.output, out.output
+        assert b"WROTE /.collimate" not in out.output and b"WROTE /proc" not in out.output
+        assert b"WROTE /dev" not in out.output and b"WROTE /opt" not in out.output
+        other = await rt.create_session(template)  # not in the image, nor another session
+        try:
+            out = await run(
+                other, command="ls /usr/pwned /etc/pwned /pwned 2>&1; stat -c %a /usr/bin/env"
+            )
+            assert out.output.count(b"No such file") == 3 and out.output.endswith(b"755\n")
+        finally:
+            await other.close()
+        assert image_own("/etc") and "pwned" not in image_own("/etc")
+    else:
+        assert b"WROTE" not in out.output and b"CHMOD" not in out.output, out.output
     for t in ("/usr/pwned", "/etc/pwned", "/pwned"):
         assert not os.path.exists(t)
 
 
-async def test_the_internal_folder_is_an_empty_read_only_cover(sess: NodeSession) -> None:
+async def test_the_internal_folder_is_an_empty_read_only_cover(
+    sess: NodeSession, template: str
+) -> None:
     """A box binds an empty dir over ``/.collimate``: the bind carries its source's flags
-    (read-only, nosuid, nodev, noexec), here as the kernel reports them to the box."""
+    (read-only, nosuid, nodev, noexec), here as the kernel reports them to the box. An image
+    session's root (the image's) has no such folder at all."""
+    if template == "image":
+        # (the overlay's options name its layers' paths in the container, not a mount point)
+        out = await run(
+            sess, command="ls -d /.collimate 2>&1; awk '{print $2}' /proc/mounts | grep -c coll"
+        )
+        assert out.output == b"ls: cannot access '/.collimate': No such file or directory\n0\n"
+        return
     code = (
         "import os\n"
         "flags = os.statvfs('/.collimate').f_flag\n"
@@ -328,8 +383,8 @@ async def test_cannot_kill_host_process(
     assert host_sleeper.poll() is None, "host process was killed from the sandbox"
 
 
-async def test_fork_bomb_is_contained(rt: ServedNode) -> None:
-    s = await rt.create_session("python3", "bomb")
+async def test_fork_bomb_is_contained(rt: ServedNode, template: str) -> None:
+    s = await rt.create_session(template, "bomb")
     try:
         t0 = time.monotonic()
         code = (
@@ -528,9 +583,9 @@ async def test_signals_to_session_server_are_harmless(sess: NodeSession) -> None
     assert (await run(sess, command="echo alive")).output == b"alive\n"
 
 
-async def test_ptys_and_ipc_are_per_session(rt: ServedNode) -> None:
-    a = await rt.create_session("python3", "pty-a")
-    b = await rt.create_session("python3", "pty-b")
+async def test_ptys_and_ipc_are_per_session(rt: ServedNode, template: str) -> None:
+    a = await rt.create_session(template, "pty-a")
+    b = await rt.create_session(template, "pty-b")
     try:
         code_a = (
             "import os, pty, time\n"

@@ -57,6 +57,7 @@ from .exec_child import EXEC_DEFAULT_SIGNALS, ExecJob, run_job
 from .factory import Stdio, run_main
 from .framing import read_frame, write_all
 from .hardening import apply_limits, drop_all_capabilities
+from .image_root import enter_image_root, image_settings
 from .layout import COVER_DIR, INTERNAL_DIR, SANDBOX_DIR
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
@@ -109,7 +110,9 @@ class BoxSpec:
         self.stdio = stdio  # a candidate's, unused, made by Z (zygote.py)
         # a JobContext (exec_child.run_job); ``base_env`` is only read (``template_env``
         # copies it), so not copied here: a copy cost every box ~20 page faults
-        self.sandbox_dir = SANDBOX_DIR
+        #: an image template's (uid, gid, working dir): the box runs in the image's root
+        self.image = image_settings(cfg)
+        self.sandbox_dir = SANDBOX_DIR if self.image is None else self.image[2]
         self.tmp_dir = "/tmp"
         self.base_env: dict[str, str] = cfg.get("base_env") or {}
 
@@ -154,11 +157,17 @@ def _harden(spec: BoxSpec) -> int:  # pragma: no cover - in the box
     """
     proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
     try:
-        write_id_maps(proc, SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
+        if spec.image is None:
+            write_id_maps(proc, SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
+        else:  # the image's user, as the sandbox uid (image_root.py)
+            write_id_maps(proc, spec.image[0], SANDBOX_ID, SANDBOX_ID, spec.image[1])
     finally:
         os.close(proc)
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    proc_dir = "/proc" if spec.image is None else SANDBOX_DIR + "/proc"
+    mount("proc", proc_dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     mount(COVER_DIR, INTERNAL_DIR, None, MS_BIND, None)  # empty and read-only (members.py)
+    if spec.image is not None:  # before anything of the candidate's runs
+        enter_image_root(spec.image[2])
     # The master keeps fds 0..4 taken, so no received fd (nor ready_w) is below 5 and
     # the dup2s onto 0..n-1 (n <= 6, in order) never clobber one still to be moved.
     for target, fd in enumerate(spec.fds):
@@ -186,7 +195,7 @@ def _prepare_candidate(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     _signal.signal(signal.SIGINT, _signal.default_int_handler)
     apply_limits(spec.cfg["limits"])
     os.umask(0o022)
-    os.chdir(SANDBOX_DIR)
+    os.chdir(spec.sandbox_dir)
     amend_environ(spec.env)  # from Z's, which every box shares: the master's changes
     apply_python_seed(spec.seed)
 

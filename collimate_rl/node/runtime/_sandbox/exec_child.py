@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .environ import replace_environ, template_env
 from .factory import run_as_main
 from .framing import write_all
-from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .hardening import apply_limits, drop_all_capabilities, hide_internals_and_drop_capabilities
+from .image_root import enter_image_root
 from .landlock import Fence
 from .layout import ZYGOTE_ENV, ZYGOTE_FD
 from .seccomp import load_seccomp
@@ -183,7 +184,12 @@ def exec_child(
         else:
             os.closerange(4, 1 << 16)
         os.set_inheritable(3, False)
-        if sv.isolated:
+        if sv.isolated and sv.cfg.get("image"):  # into the image's root, then as below
+            enter_image_root(sv.sandbox_dir)
+            drop_all_capabilities(sv.cap_last, bounding=False)
+            sv.fence.apply()  # the template's writable_paths, as seen from the image's root
+            load_seccomp(sv.seccomp)
+        elif sv.isolated:
             hide_internals_and_drop_capabilities(sv.cap_last)
             sv.fence.apply()  # the template's writable_paths
             load_seccomp(sv.seccomp)
@@ -276,7 +282,7 @@ def run_job(ctx: JobContext, job: ExecJob, has_factory: bool = False) -> None:  
         code_path = write_code_file(ctx, job, env)
         replace_environ(env)
         interp = ctx.cfg.get("interpreter", "python3")
-        if interp == "python3":
+        if interp == "python3" and not ctx.cfg.get("image"):
             apply_python_seed(job.seed)
             acknowledge_seed(job.seed)
             rc = _run_code_inprocess(job.code or "", code_path, env, ctx.sandbox_dir)

@@ -40,7 +40,7 @@ class LightSessions:
         """Enter the master's own namespaces; ready the records and the box machinery."""
         self.home = Home.enter()
         disk = int(self.cfg["limits"]["session_disk_bytes"])
-        self.members = Members(self.home, disk)
+        self.members = Members(self.home, disk, image=bool(self.cfg.get("image")))
         self.boxes = Boxes(self.home, self.members, self.cfg, self.cap, self.sel)
 
     # -- ops on records

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .home import Home, open_ns
+from .image_root import mount_image_dev
 from .layers import freeze_upper, overlay_options
 from .layout import ANCHOR_DIR, COVER_DIR, SANDBOX_DIR
 from .spare_mounts import Spare, SpareMounts, look
@@ -86,9 +87,11 @@ class Member:
 class Members:
     """The master's light sessions by key."""
 
-    def __init__(self, home: Home, disk_bytes: int) -> None:
+    def __init__(self, home: Home, disk_bytes: int, image: bool = False) -> None:
         self.home = home
         self.disk_bytes = disk_bytes
+        #: an image template: ``/sandbox`` is the image's root, with ``/dev`` inside it
+        self.image = image
         self.by_key: dict[str, Member] = {}
         self.spares = SpareMounts()
         self.draining: dict[str, Member] = {}  # dropped, reusable once their boxes are reaped
@@ -143,6 +146,8 @@ class Members:
         if parent.mounted:
             with self.home.inside(mnt=parent.mnt):
                 changed = freeze_upper(parent.layer_dir, parent.lowers, parent.gen)
+                if changed is not None and self.image:  # the new overlay has no /dev yet
+                    mount_image_dev()
             if changed is not None:
                 parent.lowers, parent.gen = changed
         base = parent.mnt if parent.mounted else parent.base
@@ -210,6 +215,8 @@ class Members:
                 MS_NOSUID | MS_NOEXEC,
                 "newinstance,ptmxmode=0666,mode=0620",
             )
+        if self.image:  # after /dev/shm and devpts: the recursive bind takes them along
+            mount_image_dev()
 
 
 def _anchor() -> None:

@@ -14,9 +14,11 @@ from typing import Any
 
 from . import service as svc
 from .common import close_other_fds, fork_until_ready, say_start_failed
-from .hardening import apply_limits, hide_internals_and_drop_capabilities
+from .hardening import apply_limits, drop_all_capabilities, hide_internals_and_drop_capabilities
+from .image_root import enter_image_root
 from .relay import loopback_up
 from .seccomp import load_seccomp
+from .spawned_job import on_path
 from .syscalls import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
 
 
@@ -78,7 +80,12 @@ class ServiceLink:
                 dir_fd=dir_fd,
             )
             loopback_up()
-            hide_internals_and_drop_capabilities(self.cap_last)
+            image = self.cfg.get("image")
+            if image:  # K and its service in the image's root (K keeps its fds: its sockets)
+                enter_image_root(self.sandbox_dir)
+                drop_all_capabilities(self.cap_last, bounding=False)
+            else:
+                hide_internals_and_drop_capabilities(self.cap_last)
             # Non-dumpable: K holds a descriptor of the host-shared socket folder
             # (every session's sockets, the master's), which /proc/<K>/fd would
             # otherwise hand to any process of the session's uid.
@@ -90,9 +97,12 @@ class ServiceLink:
             os.umask(0o022)
             os.chdir(self.sandbox_dir)
             env = svc.service_env(self.base_env, list(self.cfg.get("env") or []))
+            argv = [str(a) for a in spec.get("argv") or []]  # an image's Entrypoint + Cmd
+            if argv:
+                argv[0] = on_path(argv[0], env)
             keeper = svc.Keeper(
                 listeners,
-                argv=["/bin/sh", "-c", str(spec["cmd"])],
+                argv=argv or ["/bin/sh", "-c", str(spec["cmd"])],
                 env=env,
                 cwd=self.sandbox_dir,
                 log_fd=log_fd,

@@ -29,6 +29,7 @@ from .exec_child import ExecJob, exec_child
 from .factory_link import FactoryLink
 from .framing import send_msg
 from .hardening import drop_bounding_set
+from .image_root import mount_image_root_parts
 from .landlock import Fence
 from .layers import freeze_upper
 from .layout import ZYGOTE_FD
@@ -93,7 +94,8 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         # F starts when the first connection arrives, before anything is read from
         # it: a session never used (an idle fork, a GRPO member forked ahead) costs
         # one process, not two, and a fork of a group does not pay for F.
-        self.factory_pending = isolated
+        # (an image template has none: its code runs in the image's python3, not ours)
+        self.factory_pending = isolated and not cfg.get("image")
         self.factory_ctl: socket.socket | None = None
         self.service_pid = 0  # the service keeper K (service.py), 0 when none
         self.relay_pid = 0  # the egress relay R (egress_relay.py), 0 when none
@@ -270,6 +272,8 @@ class SessionServer(FactoryLink, ServiceLink, EgressLink, Sweeper):
         changed = freeze_upper(self.layer_dir, self.lowers, self.gen)
         if changed is not None:  # something changed since the last freeze
             self.lowers, self.gen = changed
+            if self.cfg.get("image"):  # the new overlay has no /dev nor /proc inside yet
+                mount_image_root_parts()
             # F's mount namespace is a copy made at its start: it still has the
             # old overlay, whose upper layer is now frozen and shared with the
             # forks. Processes F spawned would write into it, so F goes (later

@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from .common import close_other_fds, freeze_heap, log_exception
+from .image_root import image_settings, mount_image_root_parts
 from .layers import overlay_options
 from .layout import INTERNAL_DIR, SANDBOX_DIR
 from .session_server import SessionServer
@@ -122,7 +123,11 @@ class SessionSetup:
                 try:
                     pdir = os.open(str(pid), os.O_PATH | os.O_DIRECTORY, dir_fd=proc)
                     try:
-                        write_id_maps(pdir, 1000, uid, gid)
+                        image = image_settings(self.cfg)
+                        if image is None:
+                            write_id_maps(pdir, 1000, uid, gid)
+                        else:  # the image's user, as the sandbox uid (image_root.py)
+                            write_id_maps(pdir, image[0], uid, gid, image[1])
                     finally:
                         os.close(pdir)
                     os.write(go_w, b"g")
@@ -203,13 +208,18 @@ class SessionSetup:
             )
         except OSError:
             pass
+        image = image_settings(self.cfg)
+        if image is not None:  # /sandbox is the image's root: its /dev and /proc inside
+            # (pid 1 stays outside the root; it keeps its capabilities, which the execs'
+            # lack, so its /proc/1/root is theirs to open no more than for python3 sessions)
+            mount_image_root_parts()
         os.chdir("/")
         lsock = self._listen(key)
         server = SessionServer(
             self.cfg,
             lsock,
             isolated=True,
-            sandbox_dir=SANDBOX_DIR,
+            sandbox_dir=SANDBOX_DIR if image is None else image[2],
             tmp_dir="/tmp",
             layer_dir=layer_dir,
             lowers=lowers,

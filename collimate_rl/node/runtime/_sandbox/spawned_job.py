@@ -61,6 +61,8 @@ def runs_python_here(cfg: dict[str, Any], command: object, commands: object) -> 
     >>> runs_python_here({"interpreter": "python3"}, ":", None)
     False
     """
+    if cfg.get("image"):  # the image's own python3, never the node's
+        return False
     return command is None and commands is None and cfg.get("interpreter", "python3") == "python3"
 
 
@@ -119,11 +121,14 @@ def _exit_codes(
 def _spawn_and_wait(
     path: str, argv: list[str], env: dict[str, str], devnull: int, search: bool = False
 ) -> int:  # pragma: no cover - in an exec box
-    """Spawn ``argv`` as the exec's process and reap it (orphans come to us, pid 1, too)."""
-    spawn = os.posix_spawnp if search else os.posix_spawn
+    """Spawn ``argv`` as the exec's process and reap it (orphans come to us, pid 1, too).
+
+    ``search``: look ``path`` up on the exec's ``PATH`` (as ``execvpe`` does in a forked
+    job; ``posix_spawnp`` would search this process's own).
+    """
     try:
-        pid = spawn(
-            path,
+        pid = os.posix_spawn(
+            on_path(path, env) if search else path,
             argv,
             env,
             file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0)],
@@ -134,6 +139,22 @@ def _spawn_and_wait(
     except OSError as exc:
         return argv_failed(argv[0], exc) << 8
     return reap_until(pid)
+
+
+def on_path(name: str, env: dict[str, str]) -> str:
+    """``name`` as found on ``env``'s ``PATH`` (unchanged when it names a path or is not
+    found: the spawn then fails as the shell would, ``command not found``).
+
+    >>> on_path("sh", {"PATH": "/nonexistent:/bin"})
+    '/bin/sh'
+    """
+    if "/" in name:
+        return name
+    for folder in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+        candidate = os.path.join(folder or ".", name)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return name
 
 
 def address_space_used() -> int:  # pragma: no cover - in an exec box

@@ -196,11 +196,15 @@ def cap_last() -> int:
         return 63
 
 
-def write_id_maps(proc_dir: int, inner: int, outer_uid: int, outer_gid: int) -> None:
+def write_id_maps(
+    proc_dir: int, inner: int, outer_uid: int, outer_gid: int, inner_gid: int = -1
+) -> None:
+    """Map uid ``inner`` (gid ``inner_gid``, else ``inner``) of a new user namespace onto
+    ``outer_uid``/``outer_gid``, with ``setgroups`` denied."""
     for name, text in (
         ("setgroups", "deny"),
         ("uid_map", f"{inner} {outer_uid} 1"),
-        ("gid_map", f"{inner} {outer_gid} 1"),
+        ("gid_map", f"{inner if inner_gid < 0 else inner_gid} {outer_gid} 1"),
     ):
         fd = os.open(name, os.O_WRONLY, dir_fd=proc_dir)
         try:
