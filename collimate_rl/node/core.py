@@ -242,10 +242,6 @@ class Node:
         self.config = config or NodeConfig()
         #: this node's Prometheus metrics (``GET /metrics``; docs/operations.md)
         self.metrics = NodeMetrics(self)
-        # a runtime that reports to them (image pulls, the image store) gets them here
-        attach = getattr(runtime, "attach_metrics", None)
-        if callable(attach):
-            attach(self.metrics)
         self.sessions = SessionRegistry(
             runtime,
             max_sessions=self.config.max_sessions,
@@ -257,7 +253,7 @@ class Node:
         #: baked templates' default egress policies (the gateway's EGRESS knob)
         self._egress_defaults: dict[str, EgressPolicy] = {}
         #: the image store; the image templates this node registered
-        self.images = NodeImages(self.config.images)
+        self.images = NodeImages(self.config.images, self.metrics)
         self._image_templates: set[str] = set()
         self.admission = Admission(self.config.max_inflight, self.config.queue)
         self.state = NodeState.NEW

@@ -20,7 +20,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from collimate_rl.node.errors import NodeError, one_line
 from collimate_rl.node.images.errors import (
@@ -29,7 +29,7 @@ from collimate_rl.node.images.errors import (
     ImagePullError,
     QuotaExceeded,
 )
-from collimate_rl.node.images.pull import canonical_reference, pull
+from collimate_rl.node.images.pull import canonical_reference, pull_image
 from collimate_rl.node.images.store import ImageRecord, ImageStore
 from collimate_rl.node.models import ReadySpec
 from collimate_rl.node.runtime.base import ImageRoot, ServiceSpec
@@ -128,11 +128,21 @@ def image_error(ref: str, exc: Exception) -> NodeError:
     return NodeError("bad_request", what)
 
 
+class PullMetrics(Protocol):
+    """Where the node counts image pulls (``NodeMetrics``; docs/operations.md)."""
+
+    def image_pull(self, outcome: str, pulled_bytes: int = 0) -> None: ...
+    def set_store_bytes(self, total: int) -> None: ...
+
+
 class NodeImages:
     """The node's image store, opened on first use, and its pulls under way."""
 
-    def __init__(self, settings: ImageSettings | None = None) -> None:
+    def __init__(
+        self, settings: ImageSettings | None = None, metrics: PullMetrics | None = None
+    ) -> None:
         self.settings = settings or ImageSettings()
+        self._metrics = metrics
         self._store: ImageStore | None = None
         #: reference -> {"done", "total", "what", "started"} of each pull under way
         self.pulls: dict[str, dict[str, Any]] = {}
@@ -163,17 +173,25 @@ class NodeImages:
             state.update(done=done, total=total, what=what)  # (read by GET /v1/images/pulls)
 
         try:
-            return await asyncio.to_thread(
-                pull,
+            result = await asyncio.to_thread(
+                pull_image,
                 ref,
                 self.store,
                 insecure_registries=self.settings.insecure_registries,
                 progress=progress,
             )
         except (ImageError, ValueError, OSError) as exc:
+            if self._metrics is not None:
+                self._metrics.image_pull("error")
             raise image_error(ref, exc) from exc
         finally:
             self.pulls.pop(key, None)
+        if self._metrics is not None:
+            # "cached": every layer was in the store already (a manifest may still be read)
+            outcome = "ok" if result.layers_fetched else "cached"
+            self._metrics.image_pull(outcome, result.bytes_fetched)
+            self._metrics.set_store_bytes(await asyncio.to_thread(self.store.total_bytes))
+        return result.record
 
     def use(self, ref: str, template_id: str) -> None:
         self.store.use(ref, template_id)

@@ -173,10 +173,8 @@ class NodeMetrics:
             ``None``: no state gauges (a bare registry, as in the example).
         process: export this process's CPU, memory and descriptors (``process_*``).
 
-    The image code calls :meth:`image_pull` once per pull it finished (or gave up
-    on) and :meth:`set_store_bytes` whenever the store's size changed. A runtime
-    reaches them by defining ``attach_metrics(metrics)``: the node calls it with
-    its :class:`NodeMetrics` when it is built.
+    The node's image store (``image_templates.NodeImages``) calls :meth:`image_pull`
+    once per pull it finished (or gave up on) and :meth:`set_store_bytes` after it.
     """
 
     def __init__(self, view: NodeView | None = None, *, process: bool = True) -> None:

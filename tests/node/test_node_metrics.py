@@ -257,35 +257,6 @@ def test_a_client_that_leaves_is_a_cancellation(node_factory: Callable[..., Thre
     )
 
 
-class ImageRuntime(FakeRuntime):
-    """A runtime that pulls images (as the image code will): it reports through the hooks."""
-
-    def attach_metrics(self, metrics: NodeMetrics) -> None:
-        self.metrics = metrics
-
-    def pull(self, size: int) -> None:
-        self.metrics.image_pull("ok", size)
-        self.metrics.set_store_bytes(size)
-
-
-@pytest.mark.anyio
-async def test_a_runtime_reports_image_pulls_through_the_nodes_metrics(tmp_path: Path) -> None:
-    runtime = ImageRuntime(state_dir=tmp_path)
-    app = create_app(runtime)
-    runtime.pull(123_456)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://node") as http:
-        text = (await http.get("/metrics")).text
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-    assert samples["collimate_image_pulls_total", (("outcome", "ok"),)] == 1
-    assert samples["collimate_image_pull_bytes_total", ()] == 123_456
-    assert samples["collimate_image_store_bytes", ()] == 123_456
-
-
 def test_a_metrics_token_needs_the_nodes_token(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

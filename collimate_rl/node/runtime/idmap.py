@@ -51,10 +51,15 @@ class _MountAttr(ctypes.Structure):
     ]
 
 
+#: libc's ``syscall`` as a function object of this module's own: the shared one
+#: (``syscalls.libc().syscall``) has six ``long`` argument types once the zygote's helpers
+#: have used it, and these calls pass pointers and structures.
+_syscall = ctypes.CDLL(None, use_errno=True).syscall
+_syscall.restype = ctypes.c_long
+
+
 def _call(nr: int, *args: object) -> int:
-    fn = sv.libc().syscall
-    fn.restype = ctypes.c_long
-    rc = int(fn(ctypes.c_long(nr), *args))
+    rc = int(_syscall(ctypes.c_long(nr), *args))
     if rc < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"syscall {nr}: {os.strerror(err)}")

@@ -124,3 +124,34 @@ async def test_bad_images_are_typed_errors(node: ServedNode, tmp_path: Path) -> 
     assert resp.status_code == 400 and "setup" in resp.json()["error"]
     templates = (await node.http.get("/v1/health")).json()["templates"]
     assert not {"missing", "bad", "ghost", "withsetup"} & set(templates)
+
+
+def _pull_samples(text: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("collimate_image_"):
+                out[sample.name + str(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+async def test_pulls_are_counted_in_the_nodes_metrics(
+    node: ServedNode, layouts: dict[str, Path], tmp_path: Path
+) -> None:
+    before = _pull_samples((await node.http.get("/metrics")).text)
+    status, _ = await bake(node, "counted-new", f"oci:{layouts['nopy']}:v1")  # maybe cached
+    assert status == 201
+    status, _ = await bake(node, "counted-again", f"oci:{layouts['nopy']}:v1")  # cached now
+    assert status == 201
+    status, _ = await bake(node, "counted-missing", f"oci:{tmp_path / 'nothing'}:v1")
+    assert status == 404
+    after = _pull_samples((await node.http.get("/metrics")).text)
+
+    def moved(outcome: str) -> float:
+        key = f"collimate_image_pulls_total[('outcome', '{outcome}')]"
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert moved("ok") + moved("cached") == 2 and moved("cached") >= 1 and moved("error") == 1
+    assert after["collimate_image_store_bytes[]"] > 0
