@@ -44,8 +44,8 @@ def template_for(task: Any, client: Any = None) -> tuple[str, Any]:
         else:
             return str(getattr(handle, "id", "") or handle), handle
     raise ImageTemplatesUnavailable(
-        f"task {task.task_id!r} runs in the image {task.image!r}: image templates need a node "
-        "that supports them (one that makes a template from an image reference, "
-        f"client.env(ref)), and this one cannot ({detail}). Give the row a snapshot instead "
-        "(a template plus repo_files or repo_archive)"
+        f"task {task.task_id!r} runs in the image {task.image!r}, and the node made no "
+        f"template from it ({detail}). A node that supports image templates makes one from "
+        "any image reference (client.env(ref)); or give the row a snapshot instead (a "
+        "template plus repo_files or repo_archive)"
     )

@@ -291,12 +291,42 @@ def test_a_command_timeout_is_an_observation(local_client: Any, no_leaks: None) 
     env.close()
 
 
-def test_image_rows_need_image_templates(local_client: Any) -> None:
+def test_an_image_row_runs_in_its_image(
+    local_client: Any, no_leaks: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # SWE-bench's layout: the repository at /testbed of the task's image (a Debian root with
+    # its own python3 and pytest), no snapshot in the row; graded with the image's Python
+    from tests.node.images._rootfs import rootfs_layout, tar_layer
+
+    repo = {f"testbed/{path}": text.encode() for path, text in CALC_ROW["repo_files"].items()}
+    layout = rootfs_layout(
+        "bookworm-pytest",
+        tmp_path_factory.mktemp("swe-image"),
+        config={"WorkingDir": "/testbed", "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]},
+        extra_layers=(tar_layer(repo),),
+    )
+    row = {**CALC_ROW, "repo_files": None, "image_name": f"oci:{layout}:v1"}
+    scores = []
+    for patch in (CALC_ROW["patch"], ""):
+        env = _env(local_client, [row])
+        env.reset(seed=0)
+        out = env.step(_bash("pwd; python3 -c 'import sys; print(sys.version_info[:2])'"))[0]
+        assert "/testbed" in out and "(3, 11)" in out, out
+        if patch:
+            _write_patch(env, CALC_ROW, patch)
+        reward, info = _submit(env)
+        scores.append(reward)
+        assert not info.get("infra_error"), info
+        env.close()
+    assert scores == [1.0, 0.0]
+
+
+def test_an_image_the_node_cannot_pull_is_a_clear_error(local_client: Any, tmp_path: Any) -> None:
     env = _env(
         local_client,
-        [{**CALC_ROW, "repo_files": None, "image_name": "swesmith/calc:1", "test_patch": "x"}],
+        [{**CALC_ROW, "repo_files": None, "image_name": f"oci:{tmp_path}/none:v1"}],
     )
-    with pytest.raises(ImageTemplatesUnavailable, match="image templates need a node"):
+    with pytest.raises(ImageTemplatesUnavailable, match="none"):
         env.reset(seed=0)
     env.close()
 
