@@ -8,6 +8,7 @@ import gymnasium as gym
 
 from collimate_envs import info as keys
 from collimate_envs._backend import Backend
+from collimate_envs._checks import check_infra_mode, check_render_mode
 from collimate_envs._grading import grade_or_flag
 from collimate_envs._language import prompt_for
 from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
@@ -89,10 +90,8 @@ class CodeEnv(gym.Env[str, str]):
         unix_socket: str | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if on_infra_error not in ("raise", "flag"):
-            raise ValueError("on_infra_error must be 'raise' or 'flag'")
+        check_render_mode(render_mode, self.metadata)
+        check_infra_mode(on_infra_error)
         self.render_mode = render_mode
         self.tasks = TaskChooser.load(task_set, difficulty=difficulty)
         self.template = template

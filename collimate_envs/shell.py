@@ -9,6 +9,7 @@ import gymnasium as gym
 
 from collimate_envs import info as keys
 from collimate_envs._backend import Backend
+from collimate_envs._checks import check_render_mode
 from collimate_envs._grading import grade_or_flag
 from collimate_envs._groups import SessionLedger
 from collimate_envs._seeding import episode_seed
@@ -92,8 +93,7 @@ class ShellEnv(gym.Env[str, str]):
         unix_socket: str | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        check_render_mode(render_mode, self.metadata)
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         self.render_mode = render_mode

@@ -9,6 +9,7 @@ import gymnasium as gym
 
 from collimate_envs import info as keys
 from collimate_envs._backend import Backend
+from collimate_envs._checks import check_infra_mode, check_render_mode
 from collimate_envs._groups import SessionLedger
 from collimate_envs.repo._actions import TOOLS
 from collimate_envs.repo._base import TemplateBase
@@ -169,10 +170,8 @@ class RepoEnv(gym.Env[str, Any]):
         unix_socket: str | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if on_infra_error not in ("raise", "flag"):
-            raise ValueError("on_infra_error must be 'raise' or 'flag'")
+        check_render_mode(render_mode, self.metadata)
+        check_infra_mode(on_infra_error)
         self.render_mode = render_mode
         self.tasks = load_repo_tasks(
             task_set, image=image, image_for=image_for, template=template, workdir=workdir

@@ -15,6 +15,7 @@ from gymnasium.vector.utils import batch_space
 
 from collimate_envs import info as keys
 from collimate_envs._backend import Backend
+from collimate_envs._checks import check_infra_mode, group_shape
 from collimate_envs.repo._actions import TOOLS
 from collimate_envs.repo._episode import Budgets, Episode, first_observation, grade_info
 from collimate_envs.repo._prepared import PreparedTask
@@ -77,15 +78,10 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
     ) -> None:
-        group_size = num_envs if group_size is None else group_size
-        if num_envs < 1 or group_size < 1 or num_envs % group_size:
-            raise ValueError(
-                f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size})"
-            )
+        num_envs, group_size = group_shape(num_envs, group_size)
         if AutoresetMode(autoreset_mode) != AutoresetMode.NEXT_STEP:
             raise ValueError("collimate/Repo-v0's vector env autoresets on the next step only")
-        if on_infra_error not in ("raise", "flag"):
-            raise ValueError("on_infra_error must be 'raise' or 'flag'")
+        check_infra_mode(on_infra_error)
         self.num_envs, self.group_size = num_envs, group_size
         self.num_groups = num_envs // group_size
         self.tasks = load_repo_tasks(
