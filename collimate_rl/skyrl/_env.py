@@ -163,8 +163,8 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
             return prompt, dict(info)
         return [{"role": "user", "content": obs}], dict(info)
 
-    def step(self, action: str) -> BaseTextEnvStepOutput:
-        """One turn: the env grades ``action``; a non-final turn's observation becomes a user message."""
+    def _advance(self, action: str) -> tuple[Any, float, bool, dict[str, Any]]:
+        """Step the env once and keep count: ``(observation, reward, ended, info)``."""
         if self.env is None:
             raise CollimateUsageError("call init(prompt) before step()")
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -172,7 +172,12 @@ class CollimateEnv(BaseTextEnv):  # type: ignore[misc]
         self.rewards.append(float(reward))
         self.infra_errors += int(bool(info.get(keys.INFRA_ERROR)))
         self.last_info = dict(info)
-        done = bool(terminated or truncated or self.turns >= self.max_turns)
+        return obs, float(reward), bool(terminated or truncated), info
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        """One turn: the env grades ``action``; a non-final turn's observation becomes a user message."""
+        obs, reward, ended, info = self._advance(action)
+        done = ended or self.turns >= self.max_turns
         observations = [] if done or not obs else [{"role": "user", "content": obs}]
         return BaseTextEnvStepOutput(
             observations=observations, reward=float(reward), done=done, metadata=dict(info)
@@ -258,14 +263,7 @@ class CollimateRepoEnv(CollimateEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """One tool call; its output is the next user message until the episode ends."""
-        if self.env is None:
-            raise CollimateUsageError("call init(prompt) before step()")
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.turns += 1
-        self.rewards.append(float(reward))
-        self.infra_errors += int(bool(info.get(keys.INFRA_ERROR)))
-        self.last_info = dict(info)
-        done = bool(terminated or truncated)
+        obs, reward, done, info = self._advance(action)
         observations = [] if done else [{"role": "user", "content": obs}]
         metadata = {k: v for k, v in info.items() if k not in ("log_tail",)}
         return BaseTextEnvStepOutput(
