@@ -18,6 +18,13 @@ from 3 easy tasks of ``collimate-basic``.
 What stands in is the policy: each sample follows a fixed plan of answers
 (``drafts.PLANS``) instead of a model's generations, so the rewards differ within a group.
 
+The same loop then runs ``collimate_repo`` (``collimate/Repo-v0``) on a bundled
+``collimate-repos`` row, SWE-bench-shaped: every turn is a tool call (an OpenAI function call
+as JSON text, or a fenced bash block, mini-swe-agent's protocol), its output the next user
+message, and the reward comes at ``submit`` from hidden tests run in a fresh fork. Its group
+of samples: one fixes the bug with the editor, one writes the fixed file from a bash block,
+one edits the tests instead (a forgery: 0), one submits nothing.
+
 Run it::
 
     python examples/skyrl_multiturn.py
@@ -25,9 +32,8 @@ Run it::
 Scale it up: ``collimate_rl.skyrl.register()`` in SkyRL's Ray entrypoint, your rows with
 ``env_class: collimate_code`` and ``generator.max_turns: 2`` or more.
 
-FOLLOW-UP: ``collimate/Repo-v0`` (a repository task env, being built on another branch)
-is not registered with skyrl-gym yet; when it lands, add it to ``collimate_rl.skyrl``'s
-``ENV_IDS`` and a repository row here.
+Repository tasks the same way: rows with ``env_class: collimate_repo`` and the SWE-bench
+fields, ``generator.max_turns`` the agent's turn budget.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from typing import Any
 import skyrl_gym
 from drafts import PLANS, answer, asserts_ground_truth, easy_unit_tasks
 
+from collimate_envs.repo import apply_patch, load_repo_tasks, parse_patch
+from collimate_envs.tasks.repos import load_collimate_repos
 from collimate_rl import skyrl
 
 MAX_TURNS = 2
@@ -87,6 +95,85 @@ async def generate(tasks: list[Any]) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*jobs))
 
 
+REPO_TASK = "collimate-repos__interval-set-1"
+REPO_PLANS = ("editor", "bash", "forge", "nothing")
+REPO_MAX_TURNS = 12
+
+
+def repo_row(swe_row: dict[str, Any]) -> dict[str, Any]:
+    """A SkyRL dataset row for a repository task: the SWE-bench row rides in the extras."""
+    prompt = [{"role": "user", "content": swe_row["problem_statement"]}]
+    return {"data_source": "collimate-repos", "prompt": prompt, "env_class": "collimate_repo"} | {
+        k: v for k, v in swe_row.items() if k != "prompt"
+    }
+
+
+def _call(name: str, **arguments: Any) -> str:
+    return json.dumps({"name": name, "arguments": arguments})
+
+
+def repo_actions(swe_row: dict[str, Any], plan: str) -> list[str]:
+    """What a policy following ``plan`` sends, turn by turn (each a model's raw text)."""
+    task = next(t for t in load_repo_tasks([swe_row]).tasks)
+    changes = parse_patch(task.gold_patch)
+    files = {path: text.encode() for path, text in swe_row["repo_files"].items()}
+    fixed = apply_patch(files, task.gold_patch)
+    actions = [_call("bash", command="ls -R | head -40")]
+    if plan == "editor":
+        for change in changes:
+            actions.append(_call("str_replace_editor", command="view", path=change.path))
+            for _, body in change.hunks:
+                old = "".join(ln[1:].decode() + "\n" for ln in body if ln[:1] in (b" ", b"-"))
+                new = "".join(ln[1:].decode() + "\n" for ln in body if ln[:1] in (b" ", b"+"))
+                actions.append(
+                    _call(
+                        "str_replace_editor",
+                        command="str_replace",
+                        path=change.path,
+                        old_str=old,
+                        new_str=new,
+                    )
+                )
+    elif plan == "bash":
+        for path, data in fixed.items():
+            assert data is not None
+            body = data.decode()
+            actions.append(f"I will rewrite {path}.\n```bash\ncat > {path} <<'EOF'\n{body}EOF\n```")
+    elif plan == "forge":
+        tests = sorted(p for p in files if p.startswith("tests/") and p.endswith(".py"))
+        actions.append(_call("bash", command=f"printf 'def test_ok():\\n    pass\\n' > {tests[0]}"))
+    return [*actions, _call("submit")]
+
+
+async def repo_trajectory(
+    pool: ThreadPoolExecutor, data: dict[str, Any], swe_row: dict[str, Any], plan: str
+) -> dict[str, Any]:
+    """One repository-task sample, as SkyRL's generator runs it (see :func:`trajectory`)."""
+    loop = asyncio.get_running_loop()
+    extras = copy.deepcopy({k: v for k, v in data.items() if k not in ("prompt", "env_class")})
+    extras["max_turns"] = REPO_MAX_TURNS
+    env = skyrl_gym.make(data["env_class"], env_config={}, extras=extras)
+    chat, _ = await loop.run_in_executor(pool, env.init, copy.deepcopy(data["prompt"]))
+    rewards: list[float] = []
+    for action in repo_actions(swe_row, plan):
+        out = await loop.run_in_executor(pool, env.step, action)
+        chat = [*chat, {"role": "assistant", "content": action}, *out["observations"]]
+        rewards.append(float(out["reward"]))
+        if out["done"]:
+            break
+    metrics = env.get_metrics()
+    await loop.run_in_executor(pool, env.close)
+    return {"task_id": swe_row["instance_id"], "plan": plan, "rewards": rewards, **metrics}
+
+
+async def generate_repo() -> list[dict[str, Any]]:
+    swe_row = next(r for r in load_collimate_repos() if r["instance_id"] == REPO_TASK)
+    data = repo_row(swe_row)
+    with ThreadPoolExecutor(4) as pool:
+        jobs = [repo_trajectory(pool, data, swe_row, plan) for plan in REPO_PLANS]
+        return list(await asyncio.gather(*jobs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=3)
@@ -100,10 +187,17 @@ def main() -> None:
         print(
             f"{result['task_id']:28s} {'+'.join(result['plan']):18s} turns {turns} rewards {result['rewards']}"
         )
+    repo_results = asyncio.run(generate_repo())
+    for result in repo_results:
+        turns = len(result["rewards"])
+        print(
+            f"{result['task_id']:36s} {result['plan']:8s} turns {turns} reward {result['rewards'][-1]}"
+        )
     if args.report:
         report = {
             "group_size": len(PLANS),
             "trajectories": results,
+            "repo_trajectories": repo_results,
             "seconds": time.perf_counter() - started,
         }
         args.report.write_text(json.dumps(report, default=str))

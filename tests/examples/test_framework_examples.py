@@ -58,6 +58,16 @@ def test_skyrl_generator_loop_over_the_registry(tmp_path: Path) -> None:
         assert episode["collimate_turns"] == len(episode["rewards"])
         assert episode["collimate_seed_ack_verified"] == 1.0
         assert len(episode["chat"]) == 2 * len(episode["rewards"])
+    # Repo-v0 through the same registry: tool calls (JSON and a fenced bash block) and a
+    # reward at submit from hidden tests; editing the tests earns nothing
+    repo = {episode["plan"]: episode["rewards"] for episode in report["repo_trajectories"]}
+    assert {plan: rewards[-1] for plan, rewards in repo.items()} == {
+        "editor": 1.0,
+        "bash": 1.0,
+        "forge": 0.0,
+        "nothing": 0.0,
+    }
+    assert all(r == 0.0 for rewards in repo.values() for r in rewards[:-1])
 
 
 @needs("openenv", install="pip install -e '.[openenv]'")
