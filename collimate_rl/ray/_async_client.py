@@ -164,13 +164,36 @@ class AsyncFleetClient(FleetClientBase):
         timeout: float | None = 900.0,  # noqa: ASYNC109 - the bake's own limit, as the daemon client's
         ready: Mapping[str, Any] | None = None,
         egress: Mapping[str, Any] | None = None,
+        image: str | None = None,
     ) -> dict[str, Any]:
         """See :meth:`FleetClient.bake_template`."""
-        spec = bake_spec(template_id, setup, base, network, timeout, ready, egress)
+        spec = bake_spec(template_id, setup, base, network, timeout, ready, egress, image)
         answers = {}
         for node in self._bake_targets():
             answers[node.tag] = await self._on(node, None, lambda c: c.bake_template(**spec))
         return self._baked(spec, answers)
+
+    async def store_images(self) -> list[dict[str, Any]]:
+        """See :meth:`FleetClient.store_images`."""
+        rows: list[dict[str, Any]] = []
+        for node in self._serving():
+            found = await self._on(node, None, lambda c: c.store_images())
+            rows += [{**row, "node": node.tag} for row in found]
+        return rows
+
+    async def image_pulls(self) -> dict[str, Any]:
+        """See :meth:`FleetClient.image_pulls`."""
+        return {
+            node.tag: await self._on(node, None, lambda c: c.image_pulls())
+            for node in self._serving()
+        }
+
+    async def prune_images(self) -> dict[str, Any]:
+        """See :meth:`FleetClient.prune_images`."""
+        return {
+            node.tag: await self._on(node, None, lambda c: c.prune_images())
+            for node in self._serving()
+        }
 
     async def env(
         self,

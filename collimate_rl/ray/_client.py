@@ -98,9 +98,11 @@ def bake_spec(
     timeout: float | None,
     ready: Mapping[str, Any] | None,
     egress: Mapping[str, Any] | None,
+    image: str | None = None,
 ) -> dict[str, Any]:
     """``bake_template``'s keyword arguments, as the fleet records them for joining nodes."""
     return {
+        "image": image,
         "template_id": template_id,
         "setup": list(setup),
         "base": base,
@@ -189,6 +191,9 @@ class FleetClientBase:
         """Whether a refused placed call may go to another node: not pinned, and it provably
         ran nowhere (a refusal, or a node lost before the call was sent)."""
         return not node and not (isinstance(exc, NodeLostError) and exc.sent)
+
+    def _serving(self) -> list[FleetNode]:
+        return [node for node in self.directory.nodes() if node.state.serves_sessions]
 
     def _bake_targets(self) -> list[FleetNode]:
         """The nodes a bake goes to: every healthy one (there must be one)."""
@@ -376,14 +381,38 @@ class FleetClient(FleetClientBase):
         timeout: float | None = 900.0,
         ready: Mapping[str, Any] | None = None,
         egress: Mapping[str, Any] | None = None,
+        image: str | None = None,
     ) -> dict[str, Any]:
-        """Bake a template on every healthy node; nodes that join later bake it too."""
-        spec = bake_spec(template_id, setup, base, network, timeout, ready, egress)
+        """Bake a template on every healthy node; nodes that join later bake it too (an
+        ``image`` is pulled by each node into its own store)."""
+        spec = bake_spec(template_id, setup, base, network, timeout, ready, egress, image)
         answers = {
             node.tag: self._on(node, None, lambda c: c.bake_template(**spec))
             for node in self._bake_targets()
         }
         return self._baked(spec, answers)
+
+    def store_images(self) -> list[dict[str, Any]]:
+        """The images in every serving node's store, each row with its ``node`` tag."""
+        rows: list[dict[str, Any]] = []
+        for node in self._serving():
+            rows += [
+                {**row, "node": node.tag}
+                for row in self._on(node, None, lambda c: c.store_images())
+            ]
+        return rows
+
+    def image_pulls(self) -> dict[str, Any]:
+        """Each serving node's pulls under way, by node tag."""
+        return {
+            node.tag: self._on(node, None, lambda c: c.image_pulls()) for node in self._serving()
+        }
+
+    def prune_images(self) -> dict[str, Any]:
+        """Prune every serving node's image store; what each removed, by node tag."""
+        return {
+            node.tag: self._on(node, None, lambda c: c.prune_images()) for node in self._serving()
+        }
 
     def env(
         self,

@@ -376,3 +376,26 @@ def test_a_batch_goes_to_each_sessions_node_and_a_lost_node_fails_its_items(
     assert fleet_client.delete_sessions(sids) == sids[:1]  # the lost node's session is not
     # The node itself is fine (only the directory says otherwise): clean up there.
     two_nodes[1].client().delete_session(split_id(sids[1])[1])
+
+
+def test_an_image_template_is_baked_on_every_node_and_each_store_answers(
+    fleet_client: FleetClient, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.node.images._rootfs import rootfs_layout
+
+    layout = rootfs_layout("bookworm-nopy", tmp_path_factory.mktemp("fleet-image"))
+    ref = f"oci:{layout}:v1"
+    fleet_client.bake_template("fleet-image", [], image=ref)
+    assert "fleet-image" in fleet_client.templates()
+    # (the nodes of one machine share its default store: each lists what the store holds)
+    rows = [row for row in fleet_client.store_images() if str(layout) in row["id"]]
+    assert sorted(row["node"] for row in rows) == ["n00000001", "n00000002"]
+    assert all("fleet-image" in row["used_by"] for row in rows)
+    assert set(fleet_client.image_pulls()) == {"n00000001", "n00000002"}
+    with Sandbox("fleet-image", client=fleet_client) as box:  # an image session, on a node
+        out = box.exec(command="cat /etc/debian_version")
+        assert out.exit_code == 0 and out.stdout.startswith("12.")
+    pruned = fleet_client.prune_images()
+    assert set(pruned) == {"n00000001", "n00000002"}
+    # still in use by the template: not pruned
+    assert len([r for r in fleet_client.store_images() if str(layout) in r["id"]]) == 2
