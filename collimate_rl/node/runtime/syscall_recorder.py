@@ -117,7 +117,9 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "go": Workload(
         "go",
-        "GOCACHE=/tmp/.cache/go-build GOPATH=/tmp/go go build -o main main.go && ./main",
+        # the template's GOCACHE: the standard library compiled once per machine, read-only
+        # (a session's own empty cache would compile it into the session's /tmp, past its size)
+        "GOPATH=/tmp/go go build -o main main.go && ./main",
         (("main.go", _GO),),
         "ok-go",
     ),
