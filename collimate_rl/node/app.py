@@ -78,9 +78,9 @@ together and answers ``{"deleted": [...], "missing": [...]}``.
 ...         return ["python3"]
 >>> app = create_app(NoRuntime())  # type: ignore[arg-type]
 >>> sorted(app.openapi()["paths"])  # doctest: +NORMALIZE_WHITESPACE
-['/v1/exec', '/v1/exec/batch', '/v1/health', '/v1/sessions', '/v1/sessions/delete',
- '/v1/sessions/{session_id}', '/v1/sessions/{session_id}/exec',
- '/v1/sessions/{session_id}/fork', '/v1/templates']
+['/v1/exec', '/v1/exec/batch', '/v1/health', '/v1/images', '/v1/images/prune',
+ '/v1/images/pulls', '/v1/sessions', '/v1/sessions/delete', '/v1/sessions/{session_id}',
+ '/v1/sessions/{session_id}/exec', '/v1/sessions/{session_id}/fork', '/v1/templates']
 """
 
 from __future__ import annotations

@@ -10,3 +10,5 @@ The node owns the image store; clients only name a reference. One job per module
 - ``store`` / ``unpack``: the content-addressed store and the confined unpacker.
 - ``errors``: the error tree.
 """
+
+__all__: list[str] = []  # the modules above are the API; the package exports nothing itself

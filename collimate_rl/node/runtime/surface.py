@@ -29,6 +29,15 @@ from ._sandbox.syscall_allowlist import allowed_calls
 from ._sandbox.syscall_table import SYSCALL_NUMBERS
 from .base import ExecSpec
 
+__all__ = [
+    "NAMESPACES",
+    "PROBE",
+    "allowed_call_count",
+    "build_report",
+    "log_missing_layers",
+    "main",
+]
+
 log = logging.getLogger("collimate_rl.node")
 
 NAMESPACES = ("user", "pid", "mnt", "net", "ipc")

@@ -39,6 +39,21 @@ from ._sandbox.syscall_table import SYSCALL_NUMBERS
 from .base import ExecSpec, Limits
 from .local_runtime import LocalRuntime
 
+__all__ = [
+    "DEBIAN_COMMAND",
+    "DOCKER_DEFAULT_CAPS",
+    "WORKLOADS",
+    "Recording",
+    "Workload",
+    "compare_with_docker",
+    "main",
+    "names_of",
+    "parse_recording",
+    "record",
+    "record_all",
+    "record_rootfs",
+]
+
 _MARK = "COLLIMATE-SYSCALLS "
 _TRACE = "/tmp/syscall_trace.py"
 
