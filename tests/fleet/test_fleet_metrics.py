@@ -17,6 +17,7 @@ import pytest
 
 from collimate_rl.cli import main
 from collimate_rl.ray import RayFleet
+from tests.fleet._ray_files import remove_when_quiet
 
 ray = pytest.importorskip("ray", reason="Ray is part of the `test` extra")
 
@@ -25,13 +26,19 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="ray-"))
-        ray.init(num_cpus=1, include_dashboard=False, logging_level="error", log_to_driver=False)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+    ray_tmp = tempfile.mkdtemp(prefix="ray-")  # Ray's own files, removed after
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("RAY_TMPDIR", ray_tmp)
+            ray.init(
+                num_cpus=1, include_dashboard=False, logging_level="error", log_to_driver=False
+            )
+            try:
+                yield
+            finally:
+                ray.shutdown()
+    finally:
+        remove_when_quiet(ray_tmp)
 
 
 def test_the_fleet_writes_a_file_sd_list_and_reports_stats(

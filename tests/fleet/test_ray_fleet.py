@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from collimate_rl.errors import CollimateUsageError
 from collimate_rl.node.runtime._recovery import RECORD_NAME
 from collimate_rl.ray import FleetNode, NodeLostError, NodeState, NoHealthyNodeError, RayFleet
 from collimate_rl.ray._host import host_root
+from tests.fleet._ray_files import remove_when_quiet
 
 ray = pytest.importorskip("ray", reason="Ray is part of the `test` extra")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -66,17 +66,7 @@ def cluster() -> Iterator[Cluster]:
                 ray.shutdown()
                 cluster.shutdown()
     finally:
-        _remove_when_quiet(ray_tmp)
-
-
-def _remove_when_quiet(folder: str, seconds: float = 10.0) -> None:
-    """Remove ``folder``, again while a stopping Ray process still writes into it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        shutil.rmtree(folder, ignore_errors=True)
-        time.sleep(0.5)
-        if not os.path.exists(folder) or time.monotonic() > deadline:
-            return
+        remove_when_quiet(ray_tmp)
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ or podman's ``host/namespace`` for one part of a registry) to base64 ``user:pass
 ``auth``, or ``username`` and ``password``.
 
 >>> import base64, tempfile
->>> d = tempfile.mkdtemp()
 >>> blob = base64.b64encode(b"me:secret").decode()
->>> _ = Path(d, "config.json").write_text(
-...     json.dumps({"auths": {"https://index.docker.io/v1/": {"auth": blob}}}))
->>> find_credentials("docker.io", "library/python", env={"DOCKER_CONFIG": d, "HOME": d})
+>>> with tempfile.TemporaryDirectory() as d:
+...     _ = Path(d, "config.json").write_text(
+...         json.dumps({"auths": {"https://index.docker.io/v1/": {"auth": blob}}}))
+...     find_credentials("docker.io", "library/python", env={"DOCKER_CONFIG": d, "HOME": d})
 Credentials(username='me', password=***)
 """
 

@@ -6,7 +6,8 @@ treats them alike. Archives are read member by member, by name, from the tar: no
 is extracted to disk, so no name or link in an archive can write anywhere.
 
 >>> import tempfile
->>> LayoutSource(LayoutReference("oci", tempfile.mkdtemp())).manifest()
+>>> with tempfile.TemporaryDirectory() as empty:
+...     LayoutSource(LayoutReference("oci", empty)).manifest()
 Traceback (most recent call last):
 ...
 collimate_rl.node.images.errors.ImageNotFound: ... has no index.json: not an OCI image layout ...
