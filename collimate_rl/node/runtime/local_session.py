@@ -215,10 +215,12 @@ class LocalSession:
                 "image with python3)"
             )
         if facts is not None:
-            spec = self._for_image(spec, facts)
+            self._check_image_python(spec, facts)
         if self._light:
             reply, body = await self._exec_light(spec)
         else:
+            if facts is not None:
+                spec = self._for_image(spec)
             header, payload = exec_header(spec)
             self._running += 1
             try:
@@ -238,12 +240,10 @@ class LocalSession:
             seed_ack=str(reply.get("seed_ack", "no-ack")),
         )
 
-    def _for_image(self, spec: ExecSpec, facts: ImageFacts) -> ExecSpec:
-        """An exec of an image template's session as it runs there: a grade (the warm stub)
-        becomes the full grading program for the image's ``python3`` (no harness is warm
-        there), which must be one the harness runs in."""
+    def _check_image_python(self, spec: ExecSpec, facts: ImageFacts) -> None:
+        """A grade needs an image ``python3`` the harness runs in (``ImageWithoutPython``)."""
         if grade_of(spec) is None:
-            return spec
+            return
         version = facts.python_version
         if version is not None and version < HARNESS_MIN_PYTHON:
             raise ImageWithoutPython(
@@ -252,6 +252,14 @@ class LocalSession:
                 f"{'.'.join(map(str, HARNESS_MIN_PYTHON))} or newer in the image (commands "
                 "and code execs still run)"
             )
+
+    @staticmethod
+    def _for_image(spec: ExecSpec) -> ExecSpec:
+        """A grade (the warm stub) as an exec of an image template's session: the full
+        grading program for the image's ``python3``, where no harness is warm (the image
+        zygote's jobs are warm, ``_sandbox/image_zygote.py``: the worker tries one first)."""
+        if grade_of(spec) is None:
+            return spec
         (path, _data), *_ = spec.files
         return dataclasses.replace(spec, code=full_program_for(path))
 
@@ -274,8 +282,12 @@ class LocalSession:
                     "timeout": float(spec.timeout_seconds),
                     "env": [list(kv) for kv in spec.env],
                 }
-                reply, body = await workers.request(*grade_request(header, payload), timeout)
+                if self._host.image_facts is None:
+                    header, payload = grade_request(header, payload)  # (blocks compiled here)
+                reply, body = await workers.request(header, payload, timeout)
             if reply.get("fallback"):  # not a grade a worker runs: an exec in a box
+                if self._host.image_facts is not None:
+                    spec = self._for_image(spec)
                 header, data = exec_header(spec)
                 reply, body = await workers.request(dict(header, session=self._key), data, timeout)
         except RuntimeError_ as exc:

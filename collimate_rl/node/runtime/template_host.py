@@ -19,8 +19,16 @@ from typing import Any, Protocol
 
 from . import _recovery
 from . import bwrap as bw
-from ._warm import warm_modules
-from .base import Isolation, Limits, RuntimeError_, SessionBusy, SessionLost, TemplateSpec
+from ._warm import HARNESS_MIN_PYTHON, warm_modules
+from .base import (
+    ImageRoot,
+    Isolation,
+    Limits,
+    RuntimeError_,
+    SessionBusy,
+    SessionLost,
+    TemplateSpec,
+)
 from .host_paths import (
     SHARED_SITE_DIR,
     SUPERVISOR,
@@ -335,6 +343,9 @@ class TemplateHost:
             # after the box's chroot): the whole copy-on-write root, its /dev and /proc
             # among it (read by the Landlock fence of the syscall-policy work, when merged)
             cfg["writable_paths"] = ["/"]
+            warm = _warm_image_settings(image, facts)
+            if warm is not None and self.light:
+                cfg["warm_image"] = warm
         return json.dumps(cfg)
 
     def _exposed(self) -> list[Path]:
@@ -518,3 +529,15 @@ class TemplateHost:
         if self.memcg is not None:
             await self.memcg.remove()
             self.memcg = None
+
+
+def _warm_image_settings(image: ImageRoot, facts: ImageFacts) -> dict[str, str] | None:
+    """What an image template's warm fork-server needs (``_sandbox/image_zygote.py``):
+    the image's ``python3``, its ``PATH`` and the harness source; ``None`` when the image
+    has no ``python3`` the harness runs in (grades then fail with ``ImageWithoutPython``)."""
+    version = facts.python_version
+    if facts.python3 is None or (version is not None and version < HARNESS_MIN_PYTHON):
+        return None
+    from collimate_rl.grading._shipping import harness_source
+
+    return {"python3": facts.python3, "path": image_search_path(image), "harness": harness_source()}

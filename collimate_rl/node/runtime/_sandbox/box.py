@@ -51,7 +51,7 @@ import signal
 import socket
 from typing import Any
 
-from .common import log_exception, reap_until
+from .common import kill_and_reap_all, log_exception, reap_until
 from .environ import amend_environ
 from .exec_child import EXEC_DEFAULT_SIGNALS, ExecJob, run_job
 from .factory import Stdio, run_main
@@ -125,6 +125,10 @@ def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned bo
             _signal.signal(sig, _signal.SIG_DFL)  # (not signal.signal: its enums cost pages)
         _signal.set_wakeup_fd(-1)
         os.setsid()
+        if spec.role == "image-zygote":  # an image's warm fork-server: its own way in
+            from .image_zygote import become_image_zygote
+
+            become_image_zygote(spec)
         ready = _harden(spec)
         if spec.role == "candidate":
             _prepare_candidate(spec)
@@ -223,7 +227,7 @@ def _exec_init(spec: BoxSpec) -> None:  # pragma: no cover - in the box
     for served in range(1, MAX_EXECS_PER_BOX + 1):
         status, read = _run_next(spec, pristine)
         pristine = pristine and not read
-        _sweep()  # nothing of the exec may write after its reply (a fork may freeze next)
+        kill_and_reap_all()  # nothing of the exec may write after its reply (a fork may freeze next)
         write_all(4, str(status).encode())
         # "idle" goes before the status pipe closes: when the worker hangs up, the
         # master finds it already said (``standby.py``)
@@ -320,18 +324,3 @@ def _fork_job(spec: BoxSpec, job: ExecJob | None) -> int:  # pragma: no cover - 
     for fd in (0, 1, 2, 3):
         os.close(fd)
     return reap_until(pid)
-
-
-def _sweep() -> None:  # pragma: no cover - in the box
-    """Kill every other process of the box (we are its pid 1) and reap them all."""
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except OSError:
-        return  # ESRCH: nothing else alive
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-        except InterruptedError:
-            continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -17,6 +18,7 @@ class BoxConn:
     key: str
     boxes: set[int] = field(default_factory=set)
     arm: bool = False  # when it closes (its exec is over), arm the session's next exec box
+    image_worker: Any = None  # the image worker a grade of it holds (``image_zygote.py``)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any, TypeGuard
 
 MAX_REQUEST = 1 << 16
 #: Fds a request carries, per op.
-REQUEST_FDS = {"spawn": 5, "exec": 0}
+REQUEST_FDS = {"spawn": 5, "exec": 0, "warm-image": 0}
 MAX_REQUEST_FDS = max(REQUEST_FDS.values())
 _SEED_HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -61,8 +61,8 @@ def parse_request(msg: bytes, fds: list[int]) -> dict[str, Any]:
         req = json.loads(msg.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(str(exc)) from None
-    if not isinstance(req, dict) or req.get("op") not in ("spawn", "exec"):
-        raise BadRequest("op must be spawn or exec")
+    if not isinstance(req, dict) or req.get("op") not in REQUEST_FDS:
+        raise BadRequest("op must be spawn, exec or warm-image")
     if len(fds) != REQUEST_FDS[req["op"]]:
         raise BadRequest(f"pass {REQUEST_FDS[req['op']]} fds")
     if req["op"] == "exec" and type(req.get("spawn", False)) is not bool:

@@ -14,6 +14,11 @@ on a box connection, one datagram each:
   once: ``{"ok": true, "pid": N}`` with the worker's ends of the box's pipes
   attached: the job pipe, the merged output, the seed acknowledgement and the
   status pipe.
+* ``{"op": "warm-image"}``, no fds: an image template's grade, for a session whose
+  files are the template's: an image worker of its warm fork-server (``image_zygote.py``),
+  the connection's until it closes. Reply: ``{"ok": true}`` with the worker's socket and
+  a pidfd of it (what the node worker kills at the deadline), or ``{"ok": false,
+  "fallback": true}``: run the grade as an exec instead.
 
 A failure is ``{"ok": false, "error": ..., "lost": bool}`` (``lost``: the session
 is gone). A connection that closes takes its live boxes with it.
@@ -43,6 +48,7 @@ from .box_requests import MAX_REQUEST, MAX_REQUEST_FDS, BadRequest, parse_reques
 from .environ import environ_changes, template_env
 from .factory import marshal_tag
 from .home import Home
+from .image_zygote import ImageZygote
 from .layout import ZYGOTE_ENV
 from .members import Member, Members
 from .netpool import NetPool
@@ -77,6 +83,8 @@ class Boxes:
         self.pending: dict[int, Box] = {}  # ready_r -> box, until it says it is ready
         self.standby = Standby(self._clone_exec, self.kill)
         self.zygote: Zygote | None = None  # started with the master (``start_zygote``)
+        #: an image template's warm fork-server (started on its first grade)
+        self.image_zygote = ImageZygote(self, cfg) if cfg.get("image") else None
 
     def start_zygote(self) -> None:
         """Fork Z now: before the master has served anything (see ``zygote.py``)."""
@@ -98,6 +106,9 @@ class Boxes:
         except (KeyError, ValueError):
             pass
         conn.sock.close()
+        if conn.image_worker is not None and self.image_zygote is not None:
+            self.image_zygote.give_back(conn.image_worker)  # the grade is over
+            conn.image_worker = None
         member = self.members.get(conn.key) if conn.arm else None
         kept = False
         for pid in list(conn.boxes):  # the worker is done with them (or died)
@@ -149,6 +160,9 @@ class Boxes:
         if member is None:
             self._reply(conn, {"ok": False, "error": "the session is gone", "lost": True})
             return
+        if req["op"] == "warm-image":  # (before the mount: its files stay the template's)
+            self._warm_image(conn, member)
+            return
         self.members.mount(member)
         if req["op"] == "exec":
             self._exec(conn, member, bool(req.get("spawn", False)))
@@ -161,7 +175,7 @@ class Boxes:
         spec = BoxSpec("candidate", fds, -1, self.cfg, self.cap_last, seed=seed, env=changes)
         ready_r, spec.ready_w = os.pipe2(os.O_CLOEXEC)
         try:
-            box = self._clone(member, spec)
+            box = self.clone_box(member, spec)
         except BaseException:
             os.close(ready_r)
             raise
@@ -193,6 +207,25 @@ class Boxes:
         # cores the box's set-up would take CPU from the exec it follows
         conn.arm = member.execs >= STANDBY_AFTER_EXECS
 
+    def _warm_image(self, conn: BoxConn, member: Member) -> None:
+        """Hand ``conn`` an image worker for its grade, or tell it to fall back."""
+        iz = self.image_zygote
+        if iz is None or not iz.serves(member) or conn.image_worker is not None:
+            self._reply(conn, {"ok": False, "fallback": True, "error": "no image worker"})
+            return
+        try:
+            worker = iz.take_worker()
+        except OSError as exc:  # nothing ran: the grade runs as an exec instead
+            self._reply(conn, {"ok": False, "fallback": True, "error": str(exc)})
+            return
+        conn.image_worker = worker
+        iz.grades += 1
+        reply = json.dumps({"ok": True}).encode()
+        try:
+            socket.send_fds(conn.sock, [reply], [worker.sock.fileno(), worker.pidfd])
+        except OSError:  # would block or the worker is gone: never wait for it
+            self._drop_conn(conn)
+
     def _clone_exec(self, member: Member) -> Box:
         """Clone an exec box with pipes of the master's making (their other ends in ``pipes``)."""
         theirs, ours = exec_pipes()
@@ -201,7 +234,7 @@ class Boxes:
         fds = [job_r, out_w, out_w, ack_w, st_w, its_line.fileno()]
         spec = BoxSpec("exec", fds, -1, self.cfg, self.cap_last)
         try:
-            box = self._clone(member, spec)
+            box = self.clone_box(member, spec)
         except BaseException:
             close_all(ours)
             line.close()
@@ -212,7 +245,7 @@ class Boxes:
         box.pipes, box.line, box.gen = ours, line, member.gen
         return box
 
-    def _clone(self, member: Member, spec: BoxSpec) -> Box:
+    def clone_box(self, member: Member, spec: BoxSpec) -> Box:
         """Have Z clone a box into ``member``'s namespaces; it is live (ours to reap) at once."""
         slot = self.net.acquire()
         flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWNET if slot < 0 else 0)
@@ -312,6 +345,8 @@ class Boxes:
         if box.line is not None:
             box.line.close()
         self.net.release(box.slot)
+        if self.image_zygote is not None:
+            self.image_zygote.reaped(pid)
         if box.conn is not None:
             box.conn.boxes.discard(pid)
         self.members.box_gone(box.key, pid)
@@ -326,4 +361,5 @@ class Boxes:
             "netns": self.net.made,
             "netns_free": len(self.net.free),
             "netns_dropped": self.net.dropped,
+            **(self.image_zygote.stats() if self.image_zygote is not None else {}),
         }

@@ -128,3 +128,24 @@ def say_start_failed(ready_w: int, exc: BaseException) -> NoReturn:  # pragma: n
     with contextlib.suppress(BaseException):
         os.write(ready_w, f"{type(exc).__name__}: {exc}".encode())
     os._exit(1)
+
+
+def kill_and_reap_all() -> None:  # pragma: no cover - pid 1 of a box or a job
+    """Kill every other process of this pid namespace (we are its pid 1) and reap them."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        return  # ESRCH: nothing else alive
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def kill_pidfd(pidfd: int) -> None:
+    """SIGKILL the process ``pidfd`` refers to (nothing if it is gone already)."""
+    with contextlib.suppress(OSError):
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)

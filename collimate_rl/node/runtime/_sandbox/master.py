@@ -78,6 +78,9 @@ class Master(SessionSetup, LightSessions):
             # the egress relay R: one thread that never starts a process (egress_relay.py)
             relay = build_seccomp_filter(no_spawn=True, allowlist=allowlist)
             self.cfg["_seccomp_relay"] = PreparedFilter(relay)
+            if self.cfg.get("warm_image"):  # its image zygote (image_zygote.py)
+                nest = build_seccomp_filter(nest=True, allowlist=allowlist)
+                self.cfg["_seccomp_nest"] = PreparedFilter(nest)
             # the Landlock fences (landlock.py): no TCP without network; none at ABI 0
             paths = writable_paths(self.cfg)
             self.cfg["_fence"] = fence = Fence(networked=False, writable=paths)

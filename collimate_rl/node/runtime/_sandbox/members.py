@@ -160,12 +160,16 @@ class Members:
             children.append(child)
         return children
 
-    def mount(self, member: Member) -> None:
-        """Build the member's mount and IPC namespaces (first use)."""
+    def mount(self, member: Member, image_dev: bool = True) -> None:
+        """Build the member's mount and IPC namespaces (first use).
+
+        ``image_dev=False``: an image template's root without the container's ``/dev`` in
+        it (the image zygote's record, ``image_zygote.py``; never a spare).
+        """
         if member.mounted:
             return
         rooted = member.base < 0  # the template's layers, in a namespace of its own lineage
-        spare = self.spares.take(member.lowers) if rooted else None
+        spare = self.spares.take(member.lowers) if rooted and image_dev else None
         if spare is not None:
             mnt, member.layer_dir, member.built = spare.mnt, spare.layer_dir, spare.built
         else:
@@ -173,7 +177,7 @@ class Members:
             with self.home.fresh_mount_ns(member.base):
                 if rooted:  # the first namespace of a lineage: its private anchor
                     _anchor()
-                self._layers(member)
+                self._layers(member, image_dev)
                 member.built = look(member.layer_dir) if rooted else None
                 mnt = open_ns("mnt")
         try:
@@ -190,7 +194,7 @@ class Members:
             os.close(member.base)
             member.base = -1
 
-    def _layers(self, member: Member) -> None:
+    def _layers(self, member: Member, image_dev: bool = True) -> None:
         """The session's tmpfs, overlay, ``/tmp``, ``/dev/shm`` and devpts (in its namespace)."""
         layer_dir = member.layer_dir
         os.mkdir(layer_dir, 0o700)
@@ -215,7 +219,7 @@ class Members:
                 MS_NOSUID | MS_NOEXEC,
                 "newinstance,ptmxmode=0666,mode=0620",
             )
-        if self.image:  # after /dev/shm and devpts: the recursive bind takes them along
+        if self.image and image_dev:  # after /dev/shm and devpts: the recursive bind takes them
             mount_image_dev()
 
 

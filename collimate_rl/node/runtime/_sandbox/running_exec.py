@@ -67,6 +67,8 @@ class RunningExec:
 
     def kill(self) -> None:
         """SIGKILL the exec's process group and the exec child."""
+        if self.pid <= 0:  # (not started; never pid 0: that would be our own group)
+            return
         for fn, target in ((os.killpg, self.pid), (os.kill, self.pid)):
             try:
                 fn(target, signal.SIGKILL)
@@ -87,8 +89,7 @@ class RunningExec:
                 self.output += chunk[:room]
                 if not self.truncated:
                     self.truncated = True
-                    if self.pid > 0:
-                        self.kill()
+                    self.kill()
                 return False
             self.output += chunk
 

@@ -40,6 +40,8 @@ PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 DENY_SPAWN = ["fork", "vfork", "execve", "execveat"]
 
 #: Syscalls denied outright, with EPERM (numbers per architecture).
+#: What a job of an image's warm fork-server needs to build its root (``nest``).
+NEST_CALLS = ("clone", "mount", "umount2", "pivot_root")
 DENY_COMMON = [
     "ptrace",
     "process_vm_readv",
@@ -102,6 +104,7 @@ def build_seccomp_filter(
     ip_only: bool = False,
     no_spawn: bool = False,
     allowlist: bool = True,
+    nest: bool = False,
 ) -> bytes:
     """Return the raw BPF program (``struct sock_filter[]``) for ``arch``.
 
@@ -112,7 +115,9 @@ def build_seccomp_filter(
     AF_UNIX get EAFNOSUPPORT (unless ``allow_inet``; with ``ip_only`` too, AF_INET/AF_INET6
     are allowed, every other family not), clone with any CLONE_NEW* flag EPERM, clone3
     ENOSYS (glibc falls back to clone), and the syscalls in ``DENY_COMMON`` plus
-    iopl/ioperm EPERM. With ``no_spawn`` (a node worker, which never starts a process) every
+    iopl/ioperm EPERM. With ``nest`` (an image's warm fork-server, ``image_zygote.py``:
+    its jobs build their own namespaces, then load the default filter on top) ``clone``
+    with any flags, ``mount``, ``umount2`` and ``pivot_root`` are allowed. With ``no_spawn`` (a node worker, which never starts a process) every
     ``clone`` and the syscalls in ``DENY_SPAWN`` get EPERM too. A foreign architecture or
     an x32 syscall kills the process.
     """
@@ -131,7 +136,7 @@ def build_seccomp_filter(
             _ins(_BPF_JGE_K, 0, 1, 0x40000000),
             _ins(_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
         ]
-    rules = _rules(arch, nr, allow_inet, ip_only, no_spawn, allowlist)
+    rules = _rules(arch, nr, allow_inet, ip_only, no_spawn, allowlist, nest)
     default = "enosys" if allowlist else "allow"
     runs: list[tuple[int, str]] = []  # (first number, verdict) of each run of equal verdicts
     for number in range(max(rules) + 2):
@@ -144,7 +149,13 @@ def build_seccomp_filter(
 
 
 def _rules(
-    arch: str, nr: dict[str, int], allow_inet: bool, ip_only: bool, no_spawn: bool, allowlist: bool
+    arch: str,
+    nr: dict[str, int],
+    allow_inet: bool,
+    ip_only: bool,
+    no_spawn: bool,
+    allowlist: bool,
+    nest: bool = False,
 ) -> dict[int, str]:
     """The verdict of each syscall number with a rule: a plain one, or an argument check's."""
     rules: dict[int, str] = {}
@@ -158,6 +169,8 @@ def _rules(
     rules[nr["clone3"]] = "enosys"  # (glibc falls back to clone, whose flags we can read)
     if rules.get(nr["clone"]) != "eperm":
         rules[nr["clone"]] = "clone"
+    if nest:
+        rules.update((nr[name], "allow") for name in NEST_CALLS)
     if not allow_inet or ip_only:
         for name in ("socket", "socketpair"):
             rules[nr[name]] = "ip" if allow_inet else "unix"

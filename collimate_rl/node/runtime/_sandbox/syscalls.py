@@ -126,7 +126,10 @@ def umount2(target: str, flags: int) -> None:
 
 _os_setns: Any = getattr(os, "setns", None)  # Python 3.12+
 #: syscall(2) numbers of the calls made through ``syscall``, per architecture
-_NRS = {"x86_64": {"clone": 56, "setns": 308}, "aarch64": {"clone": 220, "setns": 268}}
+_NRS = {
+    "x86_64": {"clone": 56, "setns": 308, "pivot_root": 155},
+    "aarch64": {"clone": 220, "setns": 268, "pivot_root": 41},
+}
 _NR: dict[str, int] = _NRS.get(os.uname().machine, {})
 _syscall_fn: Any = None
 
@@ -158,6 +161,20 @@ def clone_process(flags: int) -> int:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")
     return pid
+
+
+def pivot_into_cwd() -> None:
+    """Make the current directory (a mount point) this mount namespace's root and detach
+    the old root with everything mounted below it (``pivot_root(".", ".")``, then a lazy
+    unmount of what is now stacked on top: the old root)."""
+    if "pivot_root" not in _NR:
+        raise OSError(errno.ENOSYS, "pivot_root: unsupported architecture")
+    dot = ctypes.create_string_buffer(b".")
+    if _syscall()(_NR["pivot_root"], ctypes.addressof(dot), ctypes.addressof(dot), 0, 0, 0) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"pivot_root: {os.strerror(err)}")
+    umount2(".", MNT_DETACH)
+    os.chdir("/")
 
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:

@@ -120,10 +120,10 @@ def run_exec(
         )
         try:
             return _run_in_box(worker, conn, header, job, spawn)
-        except _JobNotTaken:  # nothing of the exec ran: once more, in a fresh box
+        except JobNotTaken:  # nothing of the exec ran: once more, in a fresh box
             try:
                 return _run_in_box(worker, conn, header, job, spawn)
-            except _JobNotTaken:
+            except JobNotTaken:
                 raise BoxRefused("the box died before it took its job", False) from None
     except BoxRefused as exc:
         return {"ok": False, "error": str(exc), "lost": exc.lost}, b""
@@ -131,7 +131,7 @@ def run_exec(
         conn.close()  # the master kills whatever is left of the box
 
 
-class _JobNotTaken(Exception):
+class JobNotTaken(Exception):
     """The box died (killed from outside: a standby box can wait long) before its init
     read the whole job: nothing of the exec ran, so another box may run it."""
 
@@ -152,19 +152,30 @@ def _run_in_box(
             timeout=float(header["timeout"]),
             cap=cap,
         )
-        status = _supervise(ex, job, job_w, st_r)
-        if session_gone(conn):
-            raise BoxRefused("the session is gone", True)
-        ex.status = status
-        ex.t_end = time.monotonic()
-        try:
-            ack = os.read(ack_r, 256).decode(errors="replace")
-        except OSError:
-            ack = ""
-        return ex.result(ack)
+        return run_job(conn, ex, job, job_w, st_r)
     finally:
         for fd in pipes:
             os.close(fd)
+
+
+def run_job(
+    conn: socket.socket, ex: RunningExec, job: bytes, job_w: int, st_r: int
+) -> tuple[dict[str, Any], bytes]:
+    """Feed a box (or an image zygote job) its job, supervise it, and answer as an exec.
+
+    Raises ``BoxRefused`` (the box could not start, or the session went) and
+    ``JobNotTaken`` (it died before it read the whole job: nothing ran).
+    """
+    status = _supervise(ex, job, job_w, st_r)
+    if session_gone(conn):
+        raise BoxRefused("the session is gone", True)
+    ex.status = status
+    ex.t_end = time.monotonic()
+    try:
+        ack = os.read(ex.ack_r, 256).decode(errors="replace")
+    except OSError:
+        ack = ""
+    return ex.result(ack)
 
 
 def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
@@ -205,7 +216,7 @@ def _supervise(ex: RunningExec, job: bytes, job_w: int, st_r: int) -> int:
     if said.startswith(b"error "):  # the box could not set itself up: not the exec's doing
         raise BoxRefused(f"the box did not start: {said[6:].decode(errors='replace')}", False)
     if not said and not ex.timed_out and (view is None or view or _unread(job_w)):
-        raise _JobNotTaken  # (None: the pipe had no reader left for the job)
+        raise JobNotTaken  # (None: the pipe had no reader left for the job)
     try:
         return int(said)
     except ValueError:  # killed (deadline, cap, a cancelled exec) before it could say

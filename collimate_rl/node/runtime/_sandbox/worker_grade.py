@@ -9,33 +9,21 @@ the master clones into the member's session (the factory's spawn protocol on a
 box connection), and the verdict line is the reply's output, byte for byte
 what T would have printed.
 
-Between grades nothing is kept: the environment, cwd, recursion and integer
-digit limits, stdio, the ``SIGALRM`` handler, ``sys.path``, the warnings
-filters and the seeding hook are put back; the global ``random`` is seeded
-from the exec's seed at the start of each grade, as an exec child seeds it.
-The exec's timeout is a ``SIGALRM`` that ends the grade (the exec reply then
-says ``timed_out``, as a killed exec's does).
+The grade's process state, its timeout and its reply: ``grade_state.py``.
 """
 
-# ruff: noqa: SIM105
 from __future__ import annotations
 
-import _signal
-import contextlib
 import io
 import json
 import marshal
-import os
-import signal
 import sys
 import time
-import warnings
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .running_exec import format_timeout
-from .seeding import apply_python_seed
+from .grade_state import grade_reply, grade_state, run_harness
 from .worker_exec import BoxRefused, session_gone
+from .worker_image_grade import run_image_grade
 
 if TYPE_CHECKING:
     import socket
@@ -76,12 +64,6 @@ KNOWN_KEYS = frozenset(
         "stop_on_failure",
     }
 )
-#: Output trusted test code printed, kept ahead of the verdict (a tail).
-MAX_PRINTED = 64 << 10
-
-
-class GradeTimeout(BaseException):
-    """The exec's timeout ended the grade (a BaseException: test code cannot catch it)."""
 
 
 class BoxSource:
@@ -162,6 +144,8 @@ def run_grade(
     worker: Worker, header: dict[str, Any], payload_bytes: bytes | bytearray
 ) -> tuple[dict[str, Any], bytes]:
     """Grade one payload for session ``header["session"]``; the exec-shaped reply."""
+    if worker.cfg.get("image"):  # the image's own Python grades (worker_image_grade.py)
+        return run_image_grade(worker, header, payload_bytes)
     harness = sys.modules.get(HARNESS)
     size = int(header.get("payload_size", len(payload_bytes)))
     try:
@@ -175,87 +159,17 @@ def run_grade(
     seed = str(header["seed"])
     timeout = float(header["timeout"])
     printed = io.StringIO()
-    frame: dict[str, Any] | None = None
     env = worker.exec_env(seed, header.get("env") or [])
-    with worker.environ.changed_to(env), _grade_state(seed, printed):
+    with worker.environ.changed_to(env), grade_state(seed, printed):
         conn = worker.connect(str(header["session"]))
         source = BoxSource(harness, conn)
         try:
-            signal.setitimer(signal.ITIMER_REAL, max(timeout, 0.001))
-            try:
-                frame = harness.grade_payload(payload, source, seed, started)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            frame = run_harness(harness, payload, source, seed, timeout, started)
             source.close()
             if source.gone:
                 raise BoxRefused("the session is gone", True)
-        except GradeTimeout:
-            pass
         except BoxRefused as exc:
             return {"ok": False, "error": str(exc), "lost": exc.lost}, b""
         finally:
             source.close()
-    before = printed.getvalue()[-MAX_PRINTED:].encode("utf-8", "replace")
-    elapsed = round((time.monotonic() - started) * 1000.0, 3)
-    if frame is None:
-        output = before + (b"\n" if before and not before.endswith(b"\n") else b"")
-        return _reply(-1, elapsed, True), output + format_timeout(timeout)
-    return _reply(0, elapsed, False), before + harness.frame_line(payload["nonce"], frame)
-
-
-def _reply(exit_code: int, elapsed_ms: float, timed_out: bool) -> dict[str, Any]:
-    return {
-        "ok": True,
-        "exit_code": exit_code,
-        "exec_time_ms": elapsed_ms,
-        "timed_out": timed_out,
-        "truncated": False,
-        "seed_ack": "verified",  # this process applied the seed (``_grade_state``)
-    }
-
-
-def _on_alarm(*_: Any) -> None:
-    raise GradeTimeout
-
-
-@contextlib.contextmanager
-def _grade_state(seed: str, printed: io.StringIO) -> Iterator[None]:
-    """One grade's process state but its environment, and everything put back after it."""
-    saved_path = list(sys.path)
-    saved_meta = list(sys.meta_path)
-    saved_warnings = warnings.catch_warnings()
-    saved_warnings.__enter__()
-    saved_limits = (sys.getrecursionlimit(), _int_digits())
-    saved_stdio = (sys.stdin, sys.stdout, sys.stderr)
-    saved_alarm = _signal.signal(signal.SIGALRM, _on_alarm)
-    saved_umask = os.umask(0o022)
-    sys.stdout = sys.stderr = printed
-    sys.stdin = io.StringIO()
-    apply_python_seed(seed)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _signal.signal(signal.SIGALRM, saved_alarm)
-        sys.stdin, sys.stdout, sys.stderr = saved_stdio
-        sys.path[:] = saved_path
-        sys.meta_path[:] = saved_meta
-        saved_warnings.__exit__(None, None, None)
-        sys.setrecursionlimit(saved_limits[0])
-        _set_int_digits(saved_limits[1])
-        os.umask(saved_umask)
-        try:
-            os.chdir("/")
-        except OSError:
-            pass
-
-
-def _int_digits() -> int:
-    get = getattr(sys, "get_int_max_str_digits", None)
-    return int(get()) if get is not None else 0
-
-
-def _set_int_digits(value: int) -> None:
-    set_ = getattr(sys, "set_int_max_str_digits", None)
-    if set_ is not None:
-        set_(value)
+    return grade_reply(harness, payload["nonce"], frame, printed, timeout, started)
