@@ -252,9 +252,8 @@ class Node:
         )
         #: baked templates' default egress policies (the gateway's EGRESS knob)
         self._egress_defaults: dict[str, EgressPolicy] = {}
-        #: the image store; the image templates this node registered
+        #: the image store, of which this node is one holder of records of use
         self.images = NodeImages(self.config.images, self.metrics)
-        self._image_templates: set[str] = set()
         self.admission = Admission(self.config.max_inflight, self.config.queue)
         self.state = NodeState.NEW
         self._busy = 0
@@ -265,6 +264,13 @@ class Node:
         """Start the runtime, the reaper and the warm pool."""
         await self.runtime.start()
         await self.sessions.start()
+        try:  # a killed node's records of use would keep its images from prune
+            gone = await asyncio.to_thread(self.images.release_gone)
+        except Exception as exc:  # an unreadable store: its images' requests will say so
+            logger.warning("image store: could not release stopped nodes' records: %s", exc)
+        else:
+            if gone:
+                logger.info("image store: released the records of %d stopped node(s)", len(gone))
         self.state = NodeState.RUNNING
 
     async def close(self) -> None:
@@ -278,9 +284,8 @@ class Node:
             try:
                 await self.runtime.close()
             finally:
-                for template_id in sorted(self._image_templates):  # prune may take them now
-                    with contextlib.suppress(Exception):
-                        await asyncio.to_thread(self.images.release, template_id)
+                with contextlib.suppress(Exception):  # prune may take its images now
+                    await asyncio.to_thread(self.images.close)
 
     def begin_drain(self) -> None:
         """Refuse new work from now on; in-flight work carries on."""
@@ -472,7 +477,6 @@ class Node:
             except ValueError as exc:  # the image's User is not in it, a bad template id
                 raise image_error(ref, exc) from exc
             await asyncio.to_thread(self.images.use, record.ref, req.template_id)
-            self._image_templates.add(req.template_id)
             if default is not None:
                 self._egress_defaults[req.template_id] = default
         return {

@@ -8,6 +8,11 @@ image store, records that the template uses it, and registers an image template
 template uses. A pull under way reports its bytes in :attr:`NodeImages.pulls` (``GET
 /v1/images/pulls``), which the CLI draws as a progress bar.
 
+The node is one holder of the store's records of use (``images/_store_holders.py``): it
+releases them when it stops cleanly (:meth:`NodeImages.close`), and when it starts it deletes
+those of holders that are gone (a node that was killed), keeping those of nodes that run
+(:meth:`NodeImages.release_gone`).
+
 >>> ImageSettings().resolved_store_dir().name
 'images'
 """
@@ -198,6 +203,18 @@ class NodeImages:
 
     def release(self, template_id: str) -> None:
         self.store.release(template_id)
+
+    def release_gone(self) -> list[str]:
+        """Delete the records of use of holders that are gone (at the node's start); their
+        ids. Nothing, and no store made, if the store does not exist yet."""
+        if self._store is None and not self.settings.resolved_store_dir().is_dir():
+            return []
+        return self.store.release_gone()
+
+    def close(self) -> None:
+        """Release this node's records of use (a clean stop): prune may take the images."""
+        if self._store is not None:
+            self._store.close()
 
     def rows(self) -> list[dict[str, Any]]:
         """The store's images, as ``GET /v1/images`` lists them."""

@@ -3,7 +3,9 @@
 Layout under the store's root (see :mod:`.store`)::
 
     lock                          flock: shared to read, exclusive to change
-    index.json                    images, and which templates use which (atomic rename)
+    index.json                    images, and which templates of which holder use which
+                                  (atomic rename)
+    holders/<id>                  flock'd by its holder (a node's store) while it lives
     blobs/sha256/<hex>            verified blobs (manifests, configs, layers)
     partial/sha256/<hex>          downloads under way (resumable), flock'd by their writer
     layers/sha256/<hex>/          an unpacked layer: an overlayfs lower layer

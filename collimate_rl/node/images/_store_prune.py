@@ -1,6 +1,8 @@
 """Pruning the image store: images no template uses, then what nothing uses any more.
 
-Mixed into :class:`~collimate_rl.node.images.store.ImageStore`. Layers and blobs
+Mixed into :class:`~collimate_rl.node.images.store.ImageStore`. The records of use of a
+holder that is gone (a node that was killed) are deleted first: only live holders' templates
+keep images (:mod:`._store_holders`). Layers and blobs
 that no remaining image and no template holds are removed unless touched in the
 last ``grace_s`` seconds: a pull under way has touched (``has_blob``,
 ``unpack_layer``) what it is about to record. Partial downloads nobody resumed
@@ -64,24 +66,30 @@ class StorePruning:
     def _layer_bytes(self, digest: str) -> int:
         raise NotImplementedError
 
+    def _release_gone(self, doc: dict[str, Any]) -> list[str]:
+        raise NotImplementedError
+
     def prune(self, *, grace_s: float = PRUNE_GRACE_S) -> PruneReport:
         """Remove images no template uses, then layers and blobs nothing uses.
 
-        Layers and blobs touched in the last ``grace_s`` seconds stay (a pull under way
+        A template counts while its holder lives: a killed node's records are deleted
+        first. Layers and blobs touched in the last ``grace_s`` seconds stay (a pull under way
         has touched what it will record); so do partial downloads younger than a day.
         """
         with flocked(self._lock, exclusive=True):
             doc = self._read_index()
-            used_refs = {use["ref"] for use in doc["users"].values()}
+            released = self._release_gone(doc)
+            uses = [u for h in doc["holders"].values() for u in h["templates"].values()]
+            used_refs = {use["ref"] for use in uses}
             gone = sorted(ref for ref in doc["images"] if ref not in used_refs)
             for ref in gone:
                 del doc["images"][ref]
-            if gone:
+            if gone or released:
                 self._write_index(doc)
             keep: set[str] = set()
             for entry in doc["images"].values():
                 keep.update(entry["blobs"])
-            for use in doc["users"].values():
+            for use in uses:
                 keep.update(use["blobs"])
             cutoff = time.time() - grace_s
             freed, layers = self._prune_layers(keep, cutoff)

@@ -14,6 +14,13 @@ download is deleted, an unpack stops while it streams and its directory goes.
 Whatever one machine crash leaves is safe but not guaranteed complete: blobs are
 checked against their digest again when unpacked, layer files are not fsync'd.
 
+A template's use of an image is recorded under its holder, the ``ImageStore`` of the
+node process that baked it, which keeps a lock file flocked while it lives
+(:mod:`._store_holders`). A node that stops cleanly releases its records
+(:meth:`ImageStore.close`); one that was killed leaves records whose holder is
+gone, which the listing leaves out and which prune, the next node's start and any
+change of the users delete. Another node's records stay while it runs.
+
 Prune removes the images no template uses, then the layers and blobs nothing
 uses any more that nobody touched in the last ``grace_s`` (a pull under way
 has touched what it will record).
@@ -40,6 +47,7 @@ from typing import Any, BinaryIO
 
 from collimate_rl.node.images._layer_stream import split_digest
 from collimate_rl.node.images._store_files import flocked, write_atomic
+from collimate_rl.node.images._store_holders import StoreHolders
 from collimate_rl.node.images._store_prune import PRUNE_GRACE_S, PruneReport, StorePruning
 from collimate_rl.node.images.config import ImageConfig
 from collimate_rl.node.images.errors import (
@@ -52,7 +60,8 @@ from collimate_rl.node.images.unpack import LayerReport, Neutralised, unpack_lay
 
 __all__ = ["PRUNE_GRACE_S", "ImageRecord", "ImageStore", "PruneReport"]
 
-_INDEX_VERSION = 1
+#: 2: records of use are kept by holder (``holders``); 1 kept them by template (``users``).
+_INDEX_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,8 @@ class ImageRecord:
         layers: layer blob digests, lowest first.
         layer_dirs: the unpacked layers, lowest first (overlayfs lists them the other way).
         size_bytes: its blobs plus its unpacked layers (shared ones counted in full).
-        used_by: ids of the templates that use it.
+        used_by: ids of the templates that use it, of every live holder (a node that was
+            killed holds none).
     """
 
     ref: str
@@ -78,8 +88,11 @@ class ImageRecord:
     used_by: tuple[str, ...]
 
 
-class ImageStore(StorePruning):
+class ImageStore(StoreHolders, StorePruning):
     """Blobs, unpacked layers and images under ``root``.
+
+    The object is one holder of records of use (a node has one): :meth:`use` and
+    :meth:`release` change its own records, :meth:`close` drops them all.
 
     Args:
         root: the store's directory (``--image-store``); created if missing.
@@ -100,6 +113,7 @@ class ImageStore(StorePruning):
             ("layers", 0o711),
             ("layers/sha256", 0o711),
             ("tmp", 0o700),
+            ("holders", 0o700),
         ):
             path = self.root / sub
             path.mkdir(parents=True, exist_ok=True)
@@ -107,6 +121,7 @@ class ImageStore(StorePruning):
         self._lock = self.root / "lock"
         self._index_path = self.root / "index.json"
         self._open_partials: dict[str, BinaryIO] = {}
+        self._init_holders()
 
     # -- blobs ---------------------------------------------------------------------------
 
@@ -292,7 +307,12 @@ class ImageStore(StorePruning):
         try:
             doc = json.loads(self._index_path.read_bytes())
         except FileNotFoundError:
-            return {"version": _INDEX_VERSION, "images": {}, "users": {}}
+            return {"version": _INDEX_VERSION, "images": {}, "holders": {}}
+        if doc.get("version") == 1:
+            # Its records of use name no holder: a node of that version cannot share a store
+            # of this one (it refuses the index once rewritten), so they are a stopped
+            # node's, released as a killed holder's are.
+            return {"version": _INDEX_VERSION, "images": doc["images"], "holders": {}}
         if doc.get("version") != _INDEX_VERSION:
             raise ImageStoreError(
                 f"{self._index_path} is of version {doc.get('version')!r}, not "
@@ -327,7 +347,7 @@ class ImageStore(StorePruning):
                 "blobs": sorted(set(blobs)),
             }
             self._write_index(doc)
-            record = self._record(doc, ref)
+            record = self._record(doc, ref, self._live_holders(doc))
         if record is None:  # pragma: no cover - written just above, under the lock
             raise ImageStoreError(f"image {ref!r} vanished while it was recorded")
         return record
@@ -342,25 +362,34 @@ class ImageStore(StorePruning):
         return str(digest)
 
     def image(self, ref: str) -> ImageRecord | None:
-        """The image recorded as ``ref``, or None."""
-        with flocked(self._lock, exclusive=False):
-            return self._record(self._read_index(), ref)
-
-    def images(self) -> list[ImageRecord]:
-        """Every image in the store, by ref."""
+        """The image recorded as ``ref``, or None (its users: those of live holders)."""
         with flocked(self._lock, exclusive=False):
             doc = self._read_index()
-            records = [self._record(doc, ref) for ref in sorted(doc["images"])]
+            return self._record(doc, ref, self._live_holders(doc))
+
+    def images(self) -> list[ImageRecord]:
+        """Every image in the store, by ref; the records of holders that are gone are
+        deleted first."""
+        with flocked(self._lock, exclusive=True):
+            doc = self._read_index()
+            if self._release_gone(doc):
+                self._write_index(doc)
+            live = doc["holders"]
+            records = [self._record(doc, ref, live) for ref in sorted(doc["images"])]
         return [r for r in records if r is not None]
 
-    def _record(self, doc: dict[str, Any], ref: str) -> ImageRecord | None:
+    def _record(
+        self, doc: dict[str, Any], ref: str, live: dict[str, dict[str, Any]]
+    ) -> ImageRecord | None:
         entry = doc["images"].get(ref)
         if entry is None:
             return None
         layers = tuple(entry["layers"])
         size = sum(self._blob_size(b) for b in entry["blobs"])
         size += sum(self._layer_bytes(layer) for layer in layers)
-        users = sorted(t for t, use in doc["users"].items() if use["ref"] == ref)
+        users = sorted(
+            {t for h in live.values() for t, use in h["templates"].items() if use["ref"] == ref}
+        )
         return ImageRecord(
             ref=ref,
             manifest_digest=entry["manifest"],
@@ -372,27 +401,51 @@ class ImageStore(StorePruning):
         )
 
     def use(self, ref: str, template_id: str) -> None:
-        """Record that the template ``template_id`` uses the image ``ref`` (replacing any other).
+        """Record that this holder's template ``template_id`` uses the image ``ref``
+        (replacing any other image it used).
 
         The template keeps that image's layers from prune even if ``ref`` is later
-        recorded as another image (a tag that moved).
+        recorded as another image (a tag that moved), while this holder lives. Another
+        holder's template of the same id is another record.
 
         Raises:
             ImageNotFound: no image ``ref`` in the store.
         """
         with flocked(self._lock, exclusive=True):
             doc = self._read_index()
+            self._release_gone(doc)
             entry = doc["images"].get(ref)
             if entry is None:
                 raise ImageNotFound(f"image {ref!r} is not in the node's image store: pull it")
-            doc["users"][template_id] = {"ref": ref, "blobs": entry["blobs"]}
+            self._hold(doc, template_id, {"ref": ref, "blobs": entry["blobs"]})
             self._write_index(doc)
 
     def release(self, template_id: str) -> None:
-        """Forget that ``template_id`` uses an image (nothing if it used none)."""
+        """Forget that this holder's ``template_id`` uses an image (nothing if it used none)."""
         with flocked(self._lock, exclusive=True):
             doc = self._read_index()
-            if doc["users"].pop(template_id, None) is not None:
+            gone = self._release_gone(doc)
+            if self._hold(doc, template_id, None) or gone:
+                self._write_index(doc)
+
+    def release_gone(self) -> list[str]:
+        """Delete the records of every holder that is gone (a node that was killed); the ids
+        of those holders. A node calls it when it starts."""
+        with flocked(self._lock, exclusive=True):
+            doc = self._read_index()
+            gone = self._release_gone(doc)
+            if gone:
+                self._write_index(doc)
+        return gone
+
+    def close(self) -> None:
+        """Release every record of this holder (a node's clean stop). Using the store again
+        makes it a holder again."""
+        with flocked(self._lock, exclusive=True):
+            doc = self._read_index()
+            had = self._holder_id in doc["holders"]
+            self._drop_holder(doc)
+            if had:
                 self._write_index(doc)
 
     # -- sizes and pruning ---------------------------------------------------------------

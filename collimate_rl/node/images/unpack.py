@@ -281,6 +281,8 @@ class _Writer:
         elif entry.type == DIRECTORY:
             self.root.mkdir(parts, self._dir_mode(entry))
         elif entry.type == SYMLINK:
+            if not entry.linkname:  # symlink(2) refuses one (ENOENT): no image can hold it
+                raise LayerError(f"the layer's symlink {entry.name!r} has an empty target")
             self.root.symlink(parts, entry.linkname)
         elif entry.type == HARDLINK:
             target, _ = clean_name(entry.linkname)

@@ -283,9 +283,13 @@ def test_images_survive_a_restart_with_their_users(tmp_path: Path) -> None:
     assert record.used_by == ("tmpl-1", "tmpl-2")
     assert record.size_bytes > len(BASE.data) + 20_000
     assert [r.ref for r in again.images()] == ["a:1"]
-    again.release("tmpl-1")
-    again.release("never-used")
+    again.release("tmpl-1")  # not its record: another holder's (test_store_holders.py)
+    assert again.image("a:1").used_by == ("tmpl-1", "tmpl-2")  # type: ignore[union-attr]
+    store.release("tmpl-1")
+    store.release("never-used")
     assert ImageStore(tmp_path / "s").image("a:1").used_by == ("tmpl-2",)  # type: ignore[union-attr]
+    store.close()  # the node's clean stop
+    assert ImageStore(tmp_path / "s").image("a:1").used_by == ()  # type: ignore[union-attr]
 
 
 def test_using_an_image_not_in_the_store_is_refused(tmp_path: Path) -> None:

@@ -426,6 +426,13 @@ def test_names_the_kernel_refuses_are_layer_errors(
         _unpack(tmp_path, layer_blob(entries))
 
 
+def test_a_symlink_with_an_empty_target_is_a_layer_error(tmp_path: Path) -> None:
+    # what the random entries of test_unpack_property.py once found: symlink(2) refuses
+    # an empty target with ENOENT, which is not a layer's fault by errno alone
+    with pytest.raises(LayerError, match="empty target"):
+        _unpack(tmp_path, layer_blob([file("a", b"x"), symlink("a", "")]))
+
+
 def test_the_record_of_what_was_neutralised_stays_small(tmp_path: Path) -> None:
     _, report = _unpack(tmp_path, layer_blob([fifo(f"p{i}") for i in range(1500)]))
     assert len(report.neutralised) == 1001
