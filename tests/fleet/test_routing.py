@@ -175,8 +175,13 @@ def test_the_clients_are_twins_of_each_other_and_of_the_daemon_client() -> None:
 
 
 @pytest.fixture(scope="module")
-def two_nodes() -> Iterator[list[LocalNode]]:
-    with LocalNode(tcp=True) as first, LocalNode(tcp=True) as second:
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LocalNode]]:
+    # one image store for both, as a machine's nodes share theirs (never the user's own)
+    store = tmp_path_factory.mktemp("fleet-store") / "images"
+    with (
+        LocalNode(tcp=True, image_store=store) as first,
+        LocalNode(tcp=True, image_store=store) as second,
+    ):
         yield [first, second]
 
 
@@ -387,7 +392,7 @@ def test_an_image_template_is_baked_on_every_node_and_each_store_answers(
     ref = f"oci:{layout}:v1"
     fleet_client.bake_template("fleet-image", [], image=ref)
     assert "fleet-image" in fleet_client.templates()
-    # (the nodes of one machine share its default store: each lists what the store holds)
+    # (the two nodes share one store: each lists what the store holds)
     rows = [row for row in fleet_client.store_images() if str(layout) in row["id"]]
     assert sorted(row["node"] for row in rows) == ["n00000001", "n00000002"]
     assert all("fleet-image" in row["used_by"] for row in rows)
