@@ -41,7 +41,7 @@ DENY_SPAWN = ["fork", "vfork", "execve", "execveat"]
 
 #: Syscalls denied outright, with EPERM (numbers per architecture).
 #: What a job of an image's warm fork-server needs to build its root (``nest``).
-NEST_CALLS = ("clone", "mount", "umount2", "pivot_root")
+NEST_CALLS = ("clone", "unshare", "setns", "mount", "umount2", "pivot_root")
 DENY_COMMON = [
     "ptrace",
     "process_vm_readv",
@@ -116,8 +116,9 @@ def build_seccomp_filter(
     are allowed, every other family not), clone with any CLONE_NEW* flag EPERM, clone3
     ENOSYS (glibc falls back to clone), and the syscalls in ``DENY_COMMON`` plus
     iopl/ioperm EPERM. With ``nest`` (an image's warm fork-server, ``image_zygote.py``:
-    its jobs build their own namespaces, then load the default filter on top) ``clone``
-    with any flags, ``mount``, ``umount2`` and ``pivot_root`` are allowed. With ``no_spawn`` (a node worker, which never starts a process) every
+    its candidates build their own namespaces, then load the default filter on top) ``clone``
+    with any flags, ``unshare``, ``setns``, ``mount``, ``umount2`` and ``pivot_root`` are
+    allowed. With ``no_spawn`` (a node worker, which never starts a process) every
     ``clone`` and the syscalls in ``DENY_SPAWN`` get EPERM too. A foreign architecture or
     an x32 syscall kills the process.
     """

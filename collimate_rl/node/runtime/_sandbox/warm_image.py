@@ -56,7 +56,9 @@ from .common import freeze_heap
 from .framing import recv_msg, send_msg, write_all
 from .grade_state import grade_reply, grade_state, run_harness
 from .hardening import apply_limits, drop_all_capabilities
+from .home import Home
 from .landlock import Fence
+from .netpool import NetPool
 from .seccomp import PreparedFilter, load_seccomp
 from .seeding import apply_python_seed
 from .syscalls import (
@@ -77,6 +79,8 @@ from .syscalls import (
     mount,
     pivot_into_cwd,
     prctl,
+    setns,
+    unshare,
     write_id_maps,
 )
 
@@ -92,6 +96,8 @@ SHIPPED = (
     "landlock",
     "seeding",
     "common",
+    "home",
+    "netpool",
     "running_exec",
     "grade_state",
     "warm_image",
@@ -111,8 +117,11 @@ BOOT = (
     "    exec(compile(source, '<collimate ' + name + '>', 'exec'), m.__dict__)\n"
     f"sys.modules[{PACKAGE!r} + '.warm_image'].serve(d['settings'])\n"
 )
-#: A candidate's namespaces: all but the cgroup and UTS ones (nothing reads them).
-JOB_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+#: A candidate's namespaces: all but the cgroup and UTS ones (nothing reads them), and its
+#: network namespace, which comes from IZ's pool (``netpool.py``) when one is clean.
+JOB_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC
+#: Network namespaces IZ keeps for its candidates at most (one per live candidate).
+NETNS_CAP = 64
 #: IZ's control socket, its ready pipe.
 CTL_FD, READY_FD = 3, 4
 #: The harness's module name (``collimate_rl.grading._shipping.WARM_MODULE``).
@@ -144,17 +153,23 @@ def serve(settings: dict[str, Any]) -> None:  # pragma: no cover - IZ, in the im
     _load_harness(settings.pop("harness"))
     settings["_filter"] = PreparedFilter(bytes.fromhex(settings.pop("seccomp")))
     settings["_fence"] = Fence(networked=False, writable=("/",))  # (the copy-on-write root)
+    ids = _own_user_namespace()
+    pool = NetPool(Home(), cap=NETNS_CAP)
     prctl(PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers and candidates
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
     sel = selectors.DefaultSelector()
     sel.register(ctl, selectors.EVENT_READ)
-    ids = (os.getuid(), os.getgid())
     freeze_heap()  # a fork's GC would otherwise touch (copy) every page it shares with IZ
     os.write(READY_FD, b"ok")
     _hold_low_fds()
     while True:
         for key, _ in sel.select():
+            if key.data is not None:  # a candidate ended: its network namespace is free
+                sel.unregister(key.fileobj)
+                os.close(key.fd)
+                pool.release(key.data)
+                continue
             sock: socket.socket = key.fileobj  # type: ignore[assignment]
             try:
                 msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 8)
@@ -171,7 +186,7 @@ def serve(settings: dict[str, Any]) -> None:  # pragma: no cover - IZ, in the im
             if sock is ctl and msg == b"w":
                 answer, passed = _fork_worker(fds, sel, settings)
             elif sock is not ctl and msg == b"c":
-                answer, passed = _clone_candidate(fds, ids, settings), []
+                answer, passed = _clone_candidate(fds, ids, settings, pool, sel), []
             else:
                 answer, passed = b"error unknown request", []
             try:
@@ -225,18 +240,49 @@ def _fork_worker(
     return b"ok", [os.pidfd_open(pid)]
 
 
+def _own_user_namespace() -> tuple[int, int]:  # pragma: no cover - IZ
+    """Enter a user namespace of IZ's own, and a network namespace it owns: IZ may then make
+    network namespaces and step into them (the pool), which its box's namespace forbids.
+
+    Its capabilities there reach only what that namespace owns (those network namespaces);
+    its mounts stay its box's, which it cannot change. IZ's ids inside (the sandbox uid's);
+    a candidate maps the image's user onto them.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
+    try:
+        write_id_maps(proc, uid, uid, gid, gid)
+    finally:
+        os.close(proc)
+    return uid, gid
+
+
 def _clone_candidate(
-    fds: list[int], ids: tuple[int, int], settings: dict[str, Any]
+    fds: list[int],
+    ids: tuple[int, int],
+    settings: dict[str, Any],
+    pool: NetPool,
+    sel: selectors.BaseSelector,
 ) -> bytes:  # pragma: no cover - IZ
-    """Clone C on its six descriptors; C's pid (as text), or ``error ...``."""
+    """Clone C on its six descriptors, in a pooled network namespace when one is clean;
+    C's pid (as text), or ``error ...``."""
     if len(fds) != 6:
         return b"error a candidate takes six descriptors"
+    slot = pool.acquire()
     try:
-        pid = clone_process(JOB_NAMESPACES)
+        if slot >= 0:
+            setns(slot, CLONE_NEWNET)
+        pid = clone_process(JOB_NAMESPACES | (CLONE_NEWNET if slot < 0 else 0))
+        if pid == 0:
+            _candidate_job(fds, ids, settings)  # (never returns: C exits, never steps home)
     except OSError as exc:
+        pool.release(slot)
         return f"error clone: {exc}".encode()
-    if pid == 0:
-        _candidate_job(fds, ids, settings)
+    finally:
+        if slot >= 0:
+            setns(pool.home.fds["net"], CLONE_NEWNET)
+    sel.register(os.pidfd_open(pid), selectors.EVENT_READ, slot)  # freed when C ends
     return str(pid).encode()
 
 
@@ -362,6 +408,7 @@ class _Candidates:
 
 def _worker_main(conn_fd: int, link: socket.socket, settings: dict[str, Any]) -> None:
     """W: grade each request on ``conn_fd`` in-process; never returns (exits at EOF)."""
+    drop_all_capabilities(int(settings["cap_last"]), bounding=True)  # (IZ's, in its namespace)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     low = 3  # IZ's descriptors (its control socket, the other workers' links) are not W's
     for keep in sorted((conn_fd, link.fileno())):
