@@ -6,9 +6,10 @@ image template baked from an OCI layout of Debian bookworm with python3
 envs, ``gymnasium.make_vec("collimate/Code-v0", num_envs=G*K, group_size=K,
 task_set="humaneval")``, one per template, take turns episode by episode (reset, then one
 graded step with the reference for even members and a wrong stub for odd ones); the rate of
-each is its rollouts over its step time. The image template's grades run the full harness in
-the image's own ``python3`` (its candidates cannot be forks of the node's warm Python), which
-is what this measures against the warm ``python3`` template (issue 42's target: >= 0.8x).
+each is its rollouts over its step time. The image template's grades run in the image's own
+``python3``: on its warm fork-server's image workers, each candidate a clone of that
+fork-server in namespaces of its own (``_sandbox/image_zygote.py``), which is what this
+measures against the warm ``python3`` template (issue 42's target: >= 0.8x).
 
 Run:  COLLIMATE_TEST_IMAGE_CACHE=/work/cache/rootfs .venv/bin/python \\
           benchmarks/bench_images_humaneval.py [--episodes 10] [--groups 4] [--size 8]

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,12 +43,28 @@ def probe_spec(expected: Any) -> UnitTestReward:
     return UnitTestReward([{"input": [], "expected": expected}], entry="probe", per_test_timeout=5)
 
 
+def no_ctypes_layer(folder: Path) -> Path:
+    """A layer over bookworm whose Python has no working ``ctypes``: it cannot serve as the
+    warm fork-server (which needs it for namespaces and mounts); the harness can run."""
+    package = folder / "usr" / "lib" / "python3.11" / "ctypes"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('no ctypes in this image')\n")
+    return folder
+
+
 @pytest.fixture(scope="module")
-async def node(require_bwrap: None) -> AsyncIterator[ServedNode]:
+async def node(
+    require_bwrap: None, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ServedNode]:
     served = await ServedNode("tcp", TEST_LIMITS, UID).start()
+    broken = no_ctypes_layer(tmp_path_factory.mktemp("noctypes") / "layer")
     try:
-        for name, flavour in (("trixie", "trixie-py"), ("bookworm", "bookworm-py")):
-            image = ImageRoot(layers=(rootfs_layer(flavour),), env=(("PATH", PATH),), ref=name)
+        for name, layers in (
+            ("trixie", (rootfs_layer("trixie-py"),)),
+            ("bookworm", (rootfs_layer("bookworm-py"),)),
+            ("noctypes", (rootfs_layer("bookworm-py"), broken)),
+        ):
+            image = ImageRoot(layers=layers, env=(("PATH", PATH),), ref=name)
             await served.runtime.add_template(TemplateSpec(name, image=image))
         yield served
     finally:
@@ -276,3 +293,13 @@ async def test_a_candidates_bombs_are_contained(
         assert result.reward == 1.0, (body, result.error, result.tests)
     good = "def add(a, b):\n    return a + b\n"
     assert (await agrade(client, "bookworm", good, ADD, extract=False)).reward == 1.0
+
+
+async def test_an_image_whose_python_cannot_serve_grades_on_the_exec_path(
+    node: ServedNode, client: AsyncCollimateClient
+) -> None:
+    good, wrong = "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return 3\n"
+    results = await agrade_batch(client, "noctypes", [good, wrong] * 2, ADD, extract=False)
+    assert [r.reward for r in results] == [1.0, 0.5] * 2, [r.error for r in results]
+    after = await stats(node, "noctypes")
+    assert after.get("image_grades", 0) == 0 and after["image_zygote_starts"] == 1  # tried once
