@@ -13,10 +13,10 @@ from gymnasium.vector import AutoresetMode
 from collimate_envs import info as keys
 from collimate_envs._group_vector import GroupVectorBase, StepResult, group_advantages
 from collimate_envs.repo._actions import TOOLS
-from collimate_envs.repo._episode import Budgets, Episode, first_observation, grade_info
+from collimate_envs.repo._episode import Episode, first_observation, grade_info
 from collimate_envs.repo._prepared import PreparedTask
+from collimate_envs.repo._settings import RepoSettings
 from collimate_envs.repo._task import ImageFor
-from collimate_envs.repo._tasks import load_repo_tasks
 from collimate_envs.repo.env import TaskSandboxes, grade_with_retry
 from collimate_rl.errors import CollimateError, CollimateUsageError
 
@@ -84,22 +84,27 @@ class RepoGroupVectorEnv(GroupVectorBase):
         )
         if AutoresetMode(autoreset_mode) != AutoresetMode.NEXT_STEP:
             raise ValueError("collimate/Repo-v0's vector env autoresets on the next step only")
-        self.tasks = load_repo_tasks(
-            task_set, image=image, image_for=image_for, template=template, workdir=workdir
-        )
-        self.test_cmd, self.partial, self.test_timeout = test_cmd, partial, test_timeout
-        self.budgets = Budgets(
+        self.settings = RepoSettings(
+            task_set,
+            image=image,
+            image_for=image_for,
+            template=template,
+            workdir=workdir,
+            test_cmd=test_cmd,
+            partial=partial,
             max_turns=max_episode_steps or max_turns,
             max_wall_seconds=max_wall_seconds,
             max_output_bytes=max_output_bytes,
             max_observation_chars=max_observation_chars,
             command_timeout=command_timeout,
+            test_timeout=test_timeout,
+            vendor_runner=vendor_runner,
         )
+        self.tasks = self.settings.load_tasks()
+        self.budgets = self.settings.budgets
         self.concurrency = concurrency or min(self.num_envs, 16)
         self.tools: list[dict[str, Any]] = [dict(tool) for tool in TOOLS]
-        self._sandboxes = TaskSandboxes(
-            self.backend, timeout=max(test_timeout, 60), vendor_runner=vendor_runner
-        )
+        self._sandboxes = TaskSandboxes.for_settings(self.backend, self.settings)
         self._prepared: list[PreparedTask | None] = [None] * self.num_groups
         self._episodes: list[Episode | None] = [None] * self.num_envs
         self._done = np.zeros(self.num_envs, dtype=bool)
@@ -234,13 +239,7 @@ class RepoGroupVectorEnv(GroupVectorBase):
             info.update({keys.TASK_ID: task_id, keys.TURN: episode.turn})
             if end is None:
                 return observation, 0.0, None, info
-            grade = grade_with_retry(
-                episode,
-                self._sandboxes,
-                partial=self.partial,
-                test_cmd=self.test_cmd,
-                test_timeout=self.test_timeout,
-            )
+            grade = grade_with_retry(episode, self._sandboxes, self.settings)
         except CollimateError as exc:
             if isinstance(exc, CollimateUsageError) or self.on_infra_error == "raise":
                 raise
