@@ -5,48 +5,26 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector import AutoresetMode
 
 from collimate_envs import info as keys
-from collimate_envs._backend import Backend
-from collimate_envs._checks import check_infra_mode, group_shape
 from collimate_envs._grading import grade_or_flag
+from collimate_envs._group_vector import GroupVectorBase, StepResult, group_advantages
 from collimate_envs._groups import GroupSessions, MemberForker, SessionLedger
 from collimate_envs._language import prompt_for
 from collimate_envs._seeding import SeedMode, episode_seed, validate_seed_mode
 from collimate_envs._tasks import TaskChooser
 from collimate_envs.code import grade_info
-from collimate_envs.spaces import completion_space, prompt_space
 from collimate_rl.grading import GradeResult
 from collimate_rl.grading._batched import grade_items
 
 __all__ = ["GroupVectorEnv", "group_advantages"]
 
 
-def group_advantages(
-    rewards: npt.NDArray[np.float64], valid: npt.NDArray[np.bool_], eps: float = 1e-6
-) -> npt.NDArray[np.float64]:
-    """GRPO's group-relative advantage over the valid members; NaN for invalid ones.
-
-    >>> group_advantages(np.array([1.0, 0.0, 1.0, 0.0]), np.array([True] * 4)).round(3)
-    array([ 1., -1.,  1., -1.])
-    >>> group_advantages(np.array([1.0, 0.5]), np.array([True, False]))
-    array([ 0., nan])
-    """
-    out = np.full(rewards.shape, np.nan)
-    if valid.any():
-        chosen = rewards[valid]
-        out[valid] = (chosen - chosen.mean()) / (chosen.std() + eps)
-    return out
-
-
-class GroupVectorEnv(VectorEnv[Any, Any, Any]):
+class GroupVectorEnv(GroupVectorBase):
     """``num_envs = groups * group_size`` members; each group shares a task and a warm sandbox.
 
     On reset, each group draws one task and gets ``group_size`` fresh members:
@@ -77,7 +55,7 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         >>> prompts, infos = envs.reset(seed=0)  # doctest: +SKIP
     """
 
-    metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    worker_name = "collimate-grade"
 
     def __init__(
         self,
@@ -100,39 +78,34 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
     ) -> None:
-        num_envs, group_size = group_shape(num_envs, group_size)
-        check_infra_mode(on_infra_error)
-        self.num_envs = num_envs
-        self.group_size = group_size
-        self.num_groups = num_envs // group_size
+        super().__init__(
+            num_envs,
+            group_size,
+            on_infra_error=on_infra_error,
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            unix_socket=unix_socket,
+            render_mode=render_mode,
+        )
         self.tasks = TaskChooser.load(task_set, difficulty=difficulty)
         self.template = template
         self.seed_mode = validate_seed_mode(seed_mode, base_seed)
         self.base_seed = base_seed
         self.timeout_seconds = timeout_seconds
-        self.on_infra_error = on_infra_error
         # A client over several nodes offers capacity(): grade enough at once to fill them.
         offered = getattr(client, "capacity", None)
         capacity = int(offered()) if callable(offered) else 0
-        self.concurrency = concurrency or min(num_envs, max(16, capacity))
+        self.concurrency = concurrency or min(self.num_envs, max(16, capacity))
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = render_mode
-        self.backend = Backend.from_kwargs(
-            client, {"base_url": base_url, "api_key": api_key, "unix_socket": unix_socket}
-        )
-        self.single_observation_space = prompt_space()
-        self.single_action_space = completion_space()
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.action_space = batch_space(self.single_action_space, num_envs)
         self._ledger: SessionLedger | None = None
         self._forker: MemberForker | None = None
-        self._pool: ThreadPoolExecutor | None = None
         self._groups: list[GroupSessions | None] = [None] * self.num_groups
         self._group_tasks: list[Any] = [None] * self.num_groups
         self._group_keys: list[str] = [""] * self.num_groups
         self._ended = np.zeros(self.num_groups, dtype=bool)
-        self._obs: list[str] = [""] * num_envs
+        self._obs: list[str] = [""] * self.num_envs
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -150,9 +123,7 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         return self._forker
 
     def close_extras(self, **kwargs: Any) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self._close_workers()
         if self._forker is not None:
             self._forker.close()
             self._forker = None
@@ -165,17 +136,14 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[tuple[str, ...], dict[str, Any]]:
-        if isinstance(seed, list):
-            seed = seed[0] if seed else None
-        super().reset(seed=seed)
+        self._seed_rng(seed)
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         groups = self._groups_from_mask(mask) if mask is not None else range(self.num_groups)
         infos: dict[str, Any] = {}
         self._reset_groups(list(groups), options)
         for g in groups:
-            for i in self._members(g):
-                infos = self._add_info(infos, self._reset_info(g), i)
+            infos = self._add_group_info(infos, g, self._reset_info(g))
         return tuple(self._obs), infos
 
     def _groups_from_mask(self, mask: Any) -> list[int]:
@@ -188,9 +156,6 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         if not (by_group.all(axis=1) | ~by_group.any(axis=1)).all():
             raise ValueError("reset_mask must cover whole groups (members share one task)")
         return [g for g in range(self.num_groups) if by_group[g, 0]]
-
-    def _members(self, g: int) -> range:
-        return range(g * self.group_size, (g + 1) * self.group_size)
 
     def _reset_groups(self, groups: list[int], options: dict[str, Any]) -> None:
         """New episodes for ``groups``: a task each, fresh members (old ones retired)."""
@@ -221,18 +186,8 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
 
     # -- step ----------------------------------------------------------------------
 
-    def step(
-        self, actions: Any
-    ) -> tuple[
-        tuple[str, ...],
-        npt.NDArray[np.float64],
-        npt.NDArray[np.bool_],
-        npt.NDArray[np.bool_],
-        dict[str, Any],
-    ]:
-        actions = tuple(actions)
-        if len(actions) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+    def step(self, actions: Any) -> StepResult:
+        actions = self._checked_actions(actions)
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=np.bool_)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
@@ -247,8 +202,7 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._reset_groups(to_reset, {})
             for g in to_reset:
-                for i in self._members(g):
-                    infos = self._add_info(infos, self._reset_info(g), i)
+                infos = self._add_group_info(infos, g, self._reset_info(g))
         stepping = [g for g in range(self.num_groups) if g not in to_reset]
         results = self._grade_groups(stepping, actions)
         if any(result.infra_error for result in results.values()):
@@ -281,8 +235,7 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             self._reset_groups(stepping, {})
             for g in stepping:
-                for i in self._members(g):
-                    infos = self._add_info(infos, self._reset_info(g), i)
+                infos = self._add_group_info(infos, g, self._reset_info(g))
         return tuple(self._obs), rewards, terminated, truncated, infos
 
     def _grade_groups(self, groups: list[int], actions: tuple[Any, ...]) -> dict[int, Any]:
@@ -319,10 +272,8 @@ class GroupVectorEnv(VectorEnv[Any, Any, Any]):
                 session_id=session_id,
             )
 
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="collimate-grade")
         try:
-            return dict(self._pool.map(run, jobs))
+            return dict(self._workers().map(run, jobs))
         except BaseException:
             self._drop_groups(groups)
             raise

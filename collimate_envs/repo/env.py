@@ -13,11 +13,11 @@ from collimate_envs._checks import check_infra_mode, check_render_mode
 from collimate_envs._groups import SessionLedger
 from collimate_envs.repo._actions import TOOLS
 from collimate_envs.repo._base import TemplateBase
-from collimate_envs.repo._episode import Budgets, Episode, first_observation, grade_info
+from collimate_envs.repo._episode import Episode, first_observation, grade_info
 from collimate_envs.repo._grader import RepoGrade
 from collimate_envs.repo._prepared import PreparedTask, prepare_task
+from collimate_envs.repo._settings import RepoSettings
 from collimate_envs.repo._task import ImageFor, RepoTask
-from collimate_envs.repo._tasks import load_repo_tasks
 from collimate_envs.repo._templates import template_for
 from collimate_envs.spaces import completion_space, prompt_space
 from collimate_rl.errors import (
@@ -41,6 +41,11 @@ class TaskSandboxes:
         self.bases: dict[str, TemplateBase] = {}
         self.handles: dict[str, Any] = {}
         self._lock = threading.Lock()  # the vector env prepares its groups from threads
+
+    @classmethod
+    def for_settings(cls, backend: Backend, settings: RepoSettings) -> TaskSandboxes:
+        """The sandboxes of an env configured with ``settings``."""
+        return cls(backend, timeout=settings.setup_timeout, vendor_runner=settings.vendor_runner)
 
     def prepare(self, task: RepoTask) -> PreparedTask:
         client = self.backend.client
@@ -68,21 +73,27 @@ class TaskSandboxes:
 
 
 def grade_with_retry(
-    episode: Episode,
-    sandboxes: TaskSandboxes,
-    *,
-    partial: bool,
-    test_cmd: str | None,
-    test_timeout: int,
+    episode: Episode, sandboxes: TaskSandboxes, settings: RepoSettings
 ) -> RepoGrade:
-    """Grade; a pristine parent the node reaped meanwhile (idle TTL) is made again, once."""
+    """Grade as ``settings`` say.
+
+    A pristine parent the node reaped meanwhile (idle TTL) is made again, once.
+    """
+
+    def grade() -> RepoGrade:
+        return episode.grade(
+            partial=settings.partial,
+            test_cmd=settings.test_cmd,
+            test_timeout=settings.test_timeout,
+        )
+
     try:
-        return episode.grade(partial=partial, test_cmd=test_cmd, test_timeout=test_timeout)
+        return grade()
     except (CollimateNotFoundError, CollimateSessionGoneError):
         old = episode.prepared
         episode.prepared = sandboxes.prepare(old.task)
         old.close()
-        return episode.grade(partial=partial, test_cmd=test_cmd, test_timeout=test_timeout)
+        return grade()
 
 
 class RepoEnv(gym.Env[str, Any]):
@@ -173,20 +184,24 @@ class RepoEnv(gym.Env[str, Any]):
         check_render_mode(render_mode, self.metadata)
         check_infra_mode(on_infra_error)
         self.render_mode = render_mode
-        self.tasks = load_repo_tasks(
-            task_set, image=image, image_for=image_for, template=template, workdir=workdir
-        )
-        self.test_cmd = test_cmd
-        self.partial = partial
-        self.budgets = Budgets(
+        self.settings = RepoSettings(
+            task_set,
+            image=image,
+            image_for=image_for,
+            template=template,
+            workdir=workdir,
+            test_cmd=test_cmd,
+            partial=partial,
             max_turns=max_turns,
             max_wall_seconds=max_wall_seconds,
             max_output_bytes=max_output_bytes,
             max_observation_chars=max_observation_chars,
             command_timeout=command_timeout,
+            test_timeout=test_timeout,
+            vendor_runner=vendor_runner,
         )
-        self.test_timeout = test_timeout
-        self.vendor_runner = vendor_runner
+        self.tasks = self.settings.load_tasks()
+        self.budgets = self.settings.budgets
         self.on_infra_error = on_infra_error
         self.backend = Backend.from_kwargs(
             client, {"base_url": base_url, "api_key": api_key, "unix_socket": unix_socket}
@@ -203,9 +218,7 @@ class RepoEnv(gym.Env[str, Any]):
     @property
     def sandboxes(self) -> TaskSandboxes:
         if self._sandboxes is None:
-            self._sandboxes = TaskSandboxes(
-                self.backend, timeout=max(self.test_timeout, 60), vendor_runner=self.vendor_runner
-            )
+            self._sandboxes = TaskSandboxes.for_settings(self.backend, self.settings)
         return self._sandboxes
 
     @property
@@ -245,13 +258,7 @@ class RepoEnv(gym.Env[str, Any]):
         if end is None:
             return observation, 0.0, False, False, info
         try:
-            grade = grade_with_retry(
-                episode,
-                self.sandboxes,
-                partial=self.partial,
-                test_cmd=self.test_cmd,
-                test_timeout=self.test_timeout,
-            )
+            grade = grade_with_retry(episode, self.sandboxes, self.settings)
         except CollimateError as exc:
             if isinstance(exc, CollimateUsageError) or self.on_infra_error == "raise":
                 self._end_episode()

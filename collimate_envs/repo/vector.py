@@ -5,31 +5,25 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector import AutoresetMode
 
 from collimate_envs import info as keys
-from collimate_envs._backend import Backend
-from collimate_envs._checks import check_infra_mode, group_shape
+from collimate_envs._group_vector import GroupVectorBase, StepResult, group_advantages
 from collimate_envs.repo._actions import TOOLS
-from collimate_envs.repo._episode import Budgets, Episode, first_observation, grade_info
+from collimate_envs.repo._episode import Episode, first_observation, grade_info
 from collimate_envs.repo._prepared import PreparedTask
+from collimate_envs.repo._settings import RepoSettings
 from collimate_envs.repo._task import ImageFor
-from collimate_envs.repo._tasks import load_repo_tasks
 from collimate_envs.repo.env import TaskSandboxes, grade_with_retry
-from collimate_envs.spaces import completion_space, prompt_space
-from collimate_envs.vector import group_advantages
 from collimate_rl.errors import CollimateError, CollimateUsageError
 
 __all__ = ["RepoGroupVectorEnv"]
 
 
-class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
+class RepoGroupVectorEnv(GroupVectorBase):
     """``num_envs = groups * group_size`` agents; each group shares a task and its pristine sandbox.
 
     On reset each group draws a task, prepares it once (the snapshot written, the runner
@@ -47,7 +41,7 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
     ``collimate/Repo-v0`` plus ``group_size`` and ``concurrency`` (threads driving members).
     """
 
-    metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    worker_name = "collimate-repo"
 
     def __init__(
         self,
@@ -78,43 +72,44 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
     ) -> None:
-        num_envs, group_size = group_shape(num_envs, group_size)
+        super().__init__(
+            num_envs,
+            group_size,
+            on_infra_error=on_infra_error,
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            unix_socket=unix_socket,
+            render_mode=render_mode,
+        )
         if AutoresetMode(autoreset_mode) != AutoresetMode.NEXT_STEP:
             raise ValueError("collimate/Repo-v0's vector env autoresets on the next step only")
-        check_infra_mode(on_infra_error)
-        self.num_envs, self.group_size = num_envs, group_size
-        self.num_groups = num_envs // group_size
-        self.tasks = load_repo_tasks(
-            task_set, image=image, image_for=image_for, template=template, workdir=workdir
-        )
-        self.test_cmd, self.partial, self.test_timeout = test_cmd, partial, test_timeout
-        self.on_infra_error = on_infra_error
-        self.budgets = Budgets(
+        self.settings = RepoSettings(
+            task_set,
+            image=image,
+            image_for=image_for,
+            template=template,
+            workdir=workdir,
+            test_cmd=test_cmd,
+            partial=partial,
             max_turns=max_episode_steps or max_turns,
             max_wall_seconds=max_wall_seconds,
             max_output_bytes=max_output_bytes,
             max_observation_chars=max_observation_chars,
             command_timeout=command_timeout,
+            test_timeout=test_timeout,
+            vendor_runner=vendor_runner,
         )
-        self.concurrency = concurrency or min(num_envs, 16)
-        self.render_mode = render_mode
-        self.backend = Backend.from_kwargs(
-            client, {"base_url": base_url, "api_key": api_key, "unix_socket": unix_socket}
-        )
-        self.single_observation_space = prompt_space()
-        self.single_action_space = completion_space()
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.tasks = self.settings.load_tasks()
+        self.budgets = self.settings.budgets
+        self.concurrency = concurrency or min(self.num_envs, 16)
         self.tools: list[dict[str, Any]] = [dict(tool) for tool in TOOLS]
-        self._sandboxes = TaskSandboxes(
-            self.backend, timeout=max(test_timeout, 60), vendor_runner=vendor_runner
-        )
-        self._pool: ThreadPoolExecutor | None = None
+        self._sandboxes = TaskSandboxes.for_settings(self.backend, self.settings)
         self._prepared: list[PreparedTask | None] = [None] * self.num_groups
-        self._episodes: list[Episode | None] = [None] * num_envs
-        self._done = np.zeros(num_envs, dtype=bool)
-        self._rewards = np.zeros(num_envs, dtype=np.float64)
-        self._infra = np.zeros(num_envs, dtype=bool)
+        self._episodes: list[Episode | None] = [None] * self.num_envs
+        self._done = np.zeros(self.num_envs, dtype=bool)
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._infra = np.zeros(self.num_envs, dtype=bool)
         self._group_over = np.zeros(self.num_groups, dtype=bool)
 
     @property
@@ -122,35 +117,34 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
         """Each member's sandbox in the running episodes (``None`` for a member without one)."""
         return [e.member if e is not None else None for e in self._episodes]
 
-    def _members(self, g: int) -> range:
-        return range(g * self.group_size, (g + 1) * self.group_size)
-
     def _map(self, fn: Any, items: list[Any]) -> list[Any]:
         if len(items) <= 1:
             return [fn(item) for item in items]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="collimate-repo")
-        return list(self._pool.map(fn, items))
+        return list(self._workers().map(fn, items))
 
     # -- reset --------------------------------------------------------------------------
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[tuple[str, ...], dict[str, Any]]:
-        if isinstance(seed, list):
-            seed = seed[0] if seed else None
-        super().reset(seed=seed)
+        self._seed_rng(seed)
         observations = [""] * self.num_envs
-        infos: dict[str, Any] = {}
-        for g, statement in zip(
-            range(self.num_groups),
-            self._reset_groups(list(range(self.num_groups)), options),
-            strict=False,
-        ):
+        infos = self._open_groups(list(range(self.num_groups)), options, observations, {})
+        return tuple(observations), infos
+
+    def _open_groups(
+        self,
+        groups: list[int],
+        options: dict[str, Any] | None,
+        observations: list[str],
+        infos: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Reset ``groups``: each member observes its task's statement, ``infos`` its reset info."""
+        for g, statement in zip(groups, self._reset_groups(groups, options), strict=False):
             for i in self._members(g):
                 observations[i] = statement
-                infos = self._add_info(infos, self._reset_info(g), i)
-        return tuple(observations), infos
+            infos = self._add_group_info(infos, g, self._reset_info(g))
+        return infos
 
     def _reset_info(self, g: int) -> dict[str, Any]:
         prepared = self._prepared[g]
@@ -188,29 +182,14 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
 
     # -- step ---------------------------------------------------------------------------
 
-    def step(
-        self, actions: Any
-    ) -> tuple[
-        tuple[str, ...],
-        npt.NDArray[np.float64],
-        npt.NDArray[np.bool_],
-        npt.NDArray[np.bool_],
-        dict[str, Any],
-    ]:
-        actions = tuple(actions)
-        if len(actions) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+    def step(self, actions: Any) -> StepResult:
+        actions = self._checked_actions(actions)
         observations = [""] * self.num_envs
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=np.bool_)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
-        infos: dict[str, Any] = {}
         over = [g for g in range(self.num_groups) if self._group_over[g]]
-        if over:
-            for g, statement in zip(over, self._reset_groups(over, None), strict=False):
-                for i in self._members(g):
-                    observations[i] = statement
-                    infos = self._add_info(infos, self._reset_info(g), i)
+        infos = self._open_groups(over, None, observations, {})
         live = [
             i
             for i in range(self.num_envs)
@@ -260,13 +239,7 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
             info.update({keys.TASK_ID: task_id, keys.TURN: episode.turn})
             if end is None:
                 return observation, 0.0, None, info
-            grade = grade_with_retry(
-                episode,
-                self._sandboxes,
-                partial=self.partial,
-                test_cmd=self.test_cmd,
-                test_timeout=self.test_timeout,
-            )
+            grade = grade_with_retry(episode, self._sandboxes, self.settings)
         except CollimateError as exc:
             if isinstance(exc, CollimateUsageError) or self.on_infra_error == "raise":
                 raise
@@ -285,7 +258,5 @@ class RepoGroupVectorEnv(VectorEnv[Any, Any, Any]):
     def close_extras(self, **kwargs: Any) -> None:
         for g in range(self.num_groups):
             self._close_group(g)
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self._close_workers()
         self._sandboxes.close()

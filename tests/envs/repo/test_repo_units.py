@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 import json
 import tarfile
@@ -24,6 +26,9 @@ from collimate_envs.repo import (
 )
 from collimate_envs.repo._episode import truncate_output
 from collimate_envs.repo._runner import parse_run
+from collimate_envs.repo._settings import RepoSettings
+from collimate_envs.repo.env import RepoEnv
+from collimate_envs.repo.vector import RepoGroupVectorEnv
 from tests.envs.repo._rows import CALC_FILES, CALC_GOLD, CALC_ROW, CALC_TEST_PATCH
 
 
@@ -260,3 +265,13 @@ def test_expected_statuses_and_partial_scores() -> None:
     graded = _score(swe.tests, swe, {"tests/test_mean.py": "error"}, "", 2, diff="", partial=False)
     assert graded.reward == 0.0 and graded.tests["tests/test_mean.py::test_mean_of_two"] == "error"
     assert graded.tests["tests/test_ops.py::test_add"] == "missing"
+
+
+@pytest.mark.parametrize("env_class", [RepoEnv, RepoGroupVectorEnv])
+def test_both_envs_take_every_setting_with_its_default(env_class: type) -> None:
+    # The envs keep explicit keyword arguments (gymnasium.make passes them through) and
+    # hand them to RepoSettings: a setting missing from a signature, or a default that
+    # differs from the settings', would make the two envs drift apart.
+    parameters = inspect.signature(env_class).parameters
+    for setting in dataclasses.fields(RepoSettings):
+        assert parameters[setting.name].default == setting.default, setting.name
