@@ -67,16 +67,7 @@ def take_exec_box(conn: socket.socket, spawn: bool) -> tuple[int, list[int]]:
 
     ``spawn``: the job runs a program of its own (a box kept from earlier execs may take it).
     """
-    conn.settimeout(SPAWN_TIMEOUT)
-    fds: list[int] = []
-    try:
-        conn.send(json.dumps({"op": "exec", "spawn": spawn}).encode())
-        msg, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
-        reply = json.loads(msg or b"null")
-    except (OSError, ValueError) as exc:
-        for fd in fds:
-            os.close(fd)
-        raise BoxRefused(f"the master did not answer: {exc}", False) from None
+    reply, fds = ask_master(conn, {"op": "exec", "spawn": spawn}, 4)
     if not isinstance(reply, dict) or reply.get("ok") is not True or len(fds) != 4:
         for fd in fds:
             os.close(fd)
@@ -84,6 +75,21 @@ def take_exec_box(conn: socket.socket, spawn: bool) -> tuple[int, list[int]]:
         lost = bool(reply.get("lost")) if isinstance(reply, dict) else False
         raise BoxRefused(str(error or "no box"), lost)
     return int(reply["pid"]), fds
+
+
+def ask_master(conn: socket.socket, request: dict[str, Any], max_fds: int) -> tuple[Any, list[int]]:
+    """One request on a box connection: the master's reply and the descriptors with it
+    (``BoxRefused`` if it did not answer)."""
+    conn.settimeout(SPAWN_TIMEOUT)
+    fds: list[int] = []
+    try:
+        conn.send(json.dumps(request).encode())
+        msg, fds, _flags, _addr = socket.recv_fds(conn, 65536, max_fds)
+        return json.loads(msg or b"null"), fds
+    except (OSError, ValueError) as exc:
+        for fd in fds:
+            os.close(fd)
+        raise BoxRefused(f"the master did not answer: {exc}", False) from None
 
 
 def session_gone(conn: socket.socket) -> bool:

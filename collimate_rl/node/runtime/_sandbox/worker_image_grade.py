@@ -16,7 +16,6 @@ the full harness in a cold ``python3`` of the image, in the session's files.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .common import kill_pidfd
 from .framing import recv_msg, send_msg
 from .running_exec import format_timeout
-from .worker_exec import SPAWN_TIMEOUT, BoxRefused, session_gone
+from .worker_exec import BoxRefused, ask_master, session_gone
 
 if TYPE_CHECKING:
     from .worker_exec import Worker
@@ -35,16 +34,7 @@ ANSWER_GRACE = 10.0
 
 def take_image_worker(conn: socket.socket) -> tuple[socket.socket, int] | None:
     """Ask the master for an image worker: its socket and pidfd; ``None``: fall back."""
-    conn.settimeout(SPAWN_TIMEOUT)
-    fds: list[int] = []
-    try:
-        conn.send(json.dumps({"op": "warm-image"}).encode())
-        msg, fds, _flags, _addr = socket.recv_fds(conn, 65536, 2)
-        reply = json.loads(msg or b"null")
-    except (OSError, ValueError) as exc:
-        for fd in fds:
-            os.close(fd)
-        raise BoxRefused(f"the master did not answer: {exc}", False) from None
+    reply, fds = ask_master(conn, {"op": "warm-image"}, 2)
     if isinstance(reply, dict) and reply.get("ok") is True and len(fds) == 2:
         return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fds[0]), fds[1]
     for fd in fds:
