@@ -80,9 +80,8 @@ async def test_setup_files_and_whiteouts_are_in_sessions_and_forks(img_rt: Local
     assert (upper / "etc/hostname").is_char_device()  # overlayfs' whiteout, as a lower now
     assert os.getxattr(upper / "usr/share/man", "user.overlay.opaque") == b"y"
     # on disk the sandbox uid's: sessions see them as the image's user's (root here)
-    assert {(upper / p).stat().st_uid for p in ("opt/who", "srv/data", "work/made.txt")} == {
-        img_rt.sandbox_uid
-    }
+    made_or_copied_up = ("opt/who", "srv/data", "work/made.txt", "usr/share", "etc")
+    assert {(upper / p).stat().st_uid for p in made_or_copied_up} == {img_rt.sandbox_uid}
     assert not (upper / "tmp/scratch").exists()  # /tmp was scratch
     assert (layer / "etc/hostname").exists() and (layer / "usr/share/doc").is_dir()
     s = await session(img_rt, tid)
