@@ -1,8 +1,11 @@
-"""``collimate bake NAME --image REF`` and ``collimate images [prune]``: a node's images.
+"""``collimate bake NAME --image REF [--setup CMD ...]`` and ``collimate images [prune]``: a
+node's images.
 
 A bake with ``--image`` asks the node to pull the image into its store and make it a
-template; while the node pulls, this command polls the node's pulls under way (``GET
-/v1/images/pulls``) and draws their bytes as a progress bar on a terminal.
+template (after running the ``--setup`` commands once in the image's root, as its user,
+with network only with ``--network``); while the node pulls, this command polls the node's
+pulls under way (``GET /v1/images/pulls``) and draws their bytes as a progress bar on a
+terminal.
 """
 
 from __future__ import annotations
@@ -66,17 +69,20 @@ def _with_progress(client: Any, out: Output, call: Any) -> Any:
 
 
 def bake_image(args: argparse.Namespace, client: Any, out: Output) -> int:
-    """``collimate bake NAME --image REF``: the node pulls REF and serves it as NAME."""
-    if args.setup or args.egress is not None or args.base != "python3":
+    """``collimate bake NAME --image REF [--setup CMD ...]``: the node pulls REF, runs the
+    setup commands once in its root filesystem (the image's ``/bin/sh -c``, as its user, with
+    network only with ``--network``) and serves the result as NAME."""
+    if args.egress is not None or args.base != "python3":
         raise CollimateUsageError(
-            "--image makes the image's root filesystem the template's: it takes no --setup, "
-            "--base or --egress on this node (build what the image needs into it)"
+            "--image makes the image's root filesystem the template's: it takes no --base "
+            "or --egress on this node"
         )
+    setup = list(args.setup or [])
     result = _with_progress(
         client,
         out,
         lambda: client.bake_template(
-            args.template_id, [], image=args.image, network=args.network, timeout=args.timeout
+            args.template_id, setup, image=args.image, network=args.network, timeout=args.timeout
         ),
     )
     if out.json_mode:

@@ -141,15 +141,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "bake",
         parents=[common],
         help="bake a custom template from setup commands or an OCI image (--image)",
-        description="Run setup commands once over a base template and serve the result as a "
-        "new template (the local node's extension).",
+        description="Run setup commands once over a base template (or in an OCI image's root "
+        "filesystem, --image) and serve the result as a new template (the local node's "
+        "extension).",
     )
     p.add_argument("template_id", help="the new template's id")
     p.add_argument(
         "--setup",
         action="append",
         metavar="CMD",
-        help="a shell command to run (repeat for several, run in order)",
+        help="a shell command to run (repeat for several, run in order); with --image, run by "
+        "the image's /bin/sh as the image's user",
     )
     p.add_argument("--base", default="python3", help="the template to start from (default python3)")
     p.add_argument(

@@ -51,7 +51,9 @@ its create response then carries ``"endpoints": {"<port>": "127.0.0.1:<p>"}``
 pulls an OCI image (a registry reference, ``oci:DIR[:tag]``, ``oci-archive:FILE``,
 ``docker-archive:FILE``) into the node's image store and makes its root
 filesystem every session's ``/`` (``node/image_templates.py``; 404 ``not_found``,
-502 ``upstream_error``, 402 ``quota_exceeded``, 400 for a bad reference or image).
+502 ``upstream_error``, 402 ``quota_exceeded``, 400 for a bad reference or image); its
+``setup`` then runs in that root, as the image's user with its ``/bin/sh`` (400
+``bad_request`` for an image without one, 400 ``bake_failed`` for a failing command).
 
 Egress (docs/egress.md): ``POST /v1/sessions`` and ``POST /v1/exec`` take an
 ``egress`` policy for networked templates (every built-in has a twin
@@ -228,7 +230,8 @@ async def exec_in_session(
     tags=["templates"],
 )
 async def bake_template(req: BakeRequest, node: NodeDep) -> JSONResponse:
-    """Bake setup commands over a base template into a new one (local-node extension)."""
+    """Bake setup commands over a base template (or an OCI image) into a new one
+    (local-node extension)."""
     return JSONResponse(await node.bake(req), status_code=201)
 
 

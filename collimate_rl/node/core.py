@@ -32,6 +32,7 @@ from collimate_rl.node.image_templates import (
     image_error,
     image_root,
     image_service,
+    image_setup,
 )
 from collimate_rl.node.metrics import INFRA_CODES, ExecTally, NodeMetrics, session_counts
 from collimate_rl.node.models import (
@@ -254,6 +255,8 @@ class Node:
         self._egress_defaults: dict[str, EgressPolicy] = {}
         #: the image store, of which this node is one holder of records of use
         self.images = NodeImages(self.config.images, self.metrics)
+        #: image template id -> the reference its image was pulled as (a bake over it uses it)
+        self._image_templates: dict[str, str] = {}
         self.admission = Admission(self.config.max_inflight, self.config.queue)
         self.state = NodeState.NEW
         self._busy = 0
@@ -429,6 +432,9 @@ class Node:
             setup, service, env = bake_service(req)
             default = self._baked_egress(req)
             start = time.perf_counter()
+            image_ref = self._image_templates.get(req.base)  # over an image template's root
+            if image_ref is not None:
+                await asyncio.to_thread(self.images.use, image_ref, req.template_id)
             try:
                 await self.runtime.bake(
                     req.template_id,
@@ -438,10 +444,17 @@ class Node:
                     service=service,
                     env=env,
                 )
-            except RuntimeError_ as exc:
-                raise NodeError("bake_failed", str(exc)) from exc
-            except ValueError as exc:
-                raise NodeError("bad_request", one_line(exc)) from exc
+            except BaseException as exc:
+                if image_ref is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(self.images.release, req.template_id)
+                if isinstance(exc, RuntimeError_):
+                    raise NodeError("bake_failed", str(exc)) from exc
+                if isinstance(exc, ValueError):
+                    raise NodeError("bad_request", one_line(exc)) from exc
+                raise
+            if image_ref is not None:
+                self._image_templates[req.template_id] = image_ref
             if default is not None:
                 self._egress_defaults[req.template_id] = default
         return {
@@ -452,13 +465,8 @@ class Node:
         }
 
     async def _bake_image(self, req: BakeRequest, ref: str) -> dict[str, Any]:
-        """Pull ``ref`` into the image store and register it as the template ``req.template_id``."""
-        if req.setup:
-            raise NodeError(
-                "bad_request",
-                "an image template takes no setup commands on this node yet: build what the "
-                "image needs into it (a Dockerfile's RUN), then name it",
-            )
+        """Pull ``ref`` into the image store and register it as the template ``req.template_id``
+        (after its setup commands, run once in the image's root: ``Runtime.bake_image``)."""
         async with self._work("bake"):
             if req.template_id in self.runtime.templates():
                 raise NodeError("template_exists", f"template {req.template_id!r} already exists")
@@ -467,16 +475,26 @@ class Node:
             record = await self.images.pull(ref)
             root = image_root(record)
             service, env = image_service(req.ready, root)
+            setup = image_setup(req.setup, req.ready)
             spec = TemplateSpec(
                 req.template_id, image=root, service=service, env=env, network=req.network
             )
-            try:
-                await self.runtime.add_template(spec)
-            except RuntimeError_ as exc:
-                raise NodeError("bake_failed", one_line(exc)) from exc
-            except ValueError as exc:  # the image's User is not in it, a bad template id
-                raise image_error(ref, exc) from exc
+            # in use from now on: a prune while the setup runs must keep the image's layers
             await asyncio.to_thread(self.images.use, record.ref, req.template_id)
+            try:
+                if setup:
+                    await self.runtime.bake_image(spec, setup, network=req.network)
+                else:
+                    await self.runtime.add_template(spec)
+            except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(self.images.release, req.template_id)
+                if isinstance(exc, RuntimeError_):  # a failed command: its output's tail
+                    raise NodeError("bake_failed", str(exc) if setup else one_line(exc)) from exc
+                if isinstance(exc, ValueError):  # no /bin/sh, its User is not in it, a bad id
+                    raise image_error(ref, exc) from exc
+                raise
+            self._image_templates[req.template_id] = record.ref
             if default is not None:
                 self._egress_defaults[req.template_id] = default
         return {

@@ -3,7 +3,10 @@
 ``POST /v1/templates {"template_id", "image"}`` pulls the image (a registry reference,
 ``oci:DIR[:tag]``, ``oci-archive:FILE[:tag]``, ``docker-archive:FILE``) into the node's
 image store, records that the template uses it, and registers an image template
-(``runtime.base.ImageRoot``: its sessions see the image's root filesystem as ``/``).
+(``runtime.base.ImageRoot``: its sessions see the image's root filesystem as ``/``). With
+``setup`` (and ``ready.cmd`` without ports, one more setup command), the commands run once
+in the image's root and their result is one more layer of the template
+(``LocalRuntime.bake_image``).
 ``GET /v1/images`` lists the store's images, ``POST /v1/images/prune`` removes those no
 template uses. A pull under way reports its bytes in :attr:`NodeImages.pulls` (``GET
 /v1/images/pulls``), which the CLI draws as a progress bar.
@@ -39,7 +42,14 @@ from collimate_rl.node.images.store import ImageRecord, ImageStore
 from collimate_rl.node.models import ReadySpec
 from collimate_rl.node.runtime.base import ImageRoot, ServiceSpec
 
-__all__ = ["ImageSettings", "NodeImages", "image_error", "image_root", "image_service"]
+__all__ = [
+    "ImageSettings",
+    "NodeImages",
+    "image_error",
+    "image_root",
+    "image_service",
+    "image_setup",
+]
 
 
 @dataclass(frozen=True)
@@ -82,12 +92,27 @@ def image_root(record: ImageRecord) -> ImageRoot:
     )
 
 
+def image_setup(setup: list[str], ready: ReadySpec | None) -> list[str]:
+    """An image bake's setup commands: ``setup``, then ``ready.cmd`` when it has no ports
+    (a setup command then, as over a ``python3`` base; the gateway's ``WARM_CMD``).
+
+    >>> image_setup(["apt-get update"], ReadySpec(cmd="make"))
+    ['apt-get update', 'make']
+    >>> image_setup([], ReadySpec(cmd="srv", ports=[8000]))
+    []
+    """
+    if ready is not None and ready.cmd and not ready.ports:
+        return [*setup, ready.cmd]
+    return list(setup)
+
+
 def image_service(
     ready: ReadySpec | None, root: ImageRoot
 ) -> tuple[ServiceSpec | None, tuple[tuple[str, str], ...]]:
     """An image template's service and env from a bake's ``ready``: with ``ports``, the
     server is ``ready.cmd`` (run by ``/bin/sh -c``), else the image's ``Entrypoint`` +
-    ``Cmd``, run directly (no shell needed), as ``docker run`` would.
+    ``Cmd``, run directly (no shell needed), as ``docker run`` would. Without ports there is
+    no service (``ready.cmd`` is a setup command then: :func:`image_setup`).
 
     >>> root = ImageRoot(layers=(), cmd=("python3", "-m", "http.server", "8000"))
     >>> service, env = image_service(ReadySpec(ports=[8000], http="/"), root)
@@ -100,12 +125,6 @@ def image_service(
     if ready.http and not ready.ports:
         raise NodeError("bad_request", "ready.http needs ready.ports (the port it is served on)")
     if not ready.ports:
-        if ready.cmd:
-            raise NodeError(
-                "bad_request",
-                "ready.cmd without ports is a setup command, which an image template does not "
-                "take on this node yet: build it into the image",
-            )
         return None, env
     ports = tuple(dict.fromkeys(ready.ports))
     timeout = float(ready.http_timeout_s or 60.0)

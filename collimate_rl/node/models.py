@@ -304,7 +304,8 @@ class BakeRequest(_Request):
     ready: ReadySpec | None = None
     egress: Egress = None
     #: an image reference instead of ``base``: the image's root filesystem is every
-    #: session's ``/`` (pulled into the node's image store; see node/image_templates.py)
+    #: session's ``/`` (pulled into the node's image store; see node/image_templates.py);
+    #: ``setup`` then runs in that root (the image's ``/bin/sh -c``, as its ``User``)
     image: str | None = Field(default=None, min_length=1, max_length=1024)
 
 

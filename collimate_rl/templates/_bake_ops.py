@@ -40,16 +40,24 @@ def _node_bake_op(
     policies, docs/egress.md) and gives the setup network.
 
     An ``image`` the node does not serve as a template but that reads as an OCI image
-    reference (``_looks_like_image``), without ``ready``: the node pulls it and makes its
-    root filesystem the template's; a template of that name already there is kept (the
-    gateway's bake tolerates AlreadyExists too).
+    reference (``_looks_like_image``): the node pulls it and makes its root filesystem the
+    template's, read as over a base: ``ready.cmd`` without ports is a setup command, run
+    once in the image's root (the image's ``/bin/sh -c``, as its user), with ``ports`` a
+    server each session runs, ``network`` the setup's network and the template's. A
+    template of that name already there is kept (the gateway's bake tolerates
+    AlreadyExists too).
     """
-    plain = ready is None or not (ready.cmd or ready.network or ready.ports or ready.http)
-    if hasattr(client, "bake_template") and plain and _looks_like_image(image):
+    if hasattr(client, "bake_template") and _looks_like_image(image):
         served = [str(t) for t in (yield ClientCall("templates", ()))]
         if image not in served:
             if name not in served:
-                yield ClientCall("bake_template", (name, []), {"image": image})
+                wire = (ready.to_wire() if ready is not None else None) or {}
+                kw: dict[str, Any] = {"image": image}
+                if wire.pop("network", False):
+                    kw["network"] = True
+                if wire:
+                    kw["ready"] = wire  # (the node reads cmd without ports as a setup command)
+                yield ClientCall("bake_template", (name, []), kw)
             return _HandleInfo(
                 id=name, name=name, image=image, declared=width, bake_mode="built", on_node=True
             )

@@ -154,9 +154,12 @@ class Template:
     ) -> TemplateHandle:
         """Bake ``image`` into a template with a warm pool of ``width``; don't wait.
 
-        On a local node ``image`` is the base template and ``ready`` is read as
-        described in docs/services.md (``cmd`` with ``ports``: a server each
-        session runs; without: a setup command).
+        On a local node ``image`` is the base template, or an OCI image reference
+        (``ghcr.io/org/task:1``, ``oci:DIR[:tag]``: the node pulls it and its root
+        filesystem is every session's ``/``), and ``ready`` is read as described in
+        docs/services.md (``cmd`` with ``ports``: a server each session runs; without: a
+        setup command, run once, over an image in its root as its user with its
+        ``/bin/sh``; ``network``: the setup's network and the template's).
 
         Raises:
             CollimateUsageError: the client can bake neither way (or, on a node,

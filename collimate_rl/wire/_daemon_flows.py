@@ -184,7 +184,8 @@ def bake_template(
     image: str | None = None,
 ) -> Flow[dict[str, Any]]:
     """``POST /v1/templates`` (our node's extension; not idempotent). With ``image``, the
-    node pulls that OCI image and makes its root filesystem the template's."""
+    node pulls that OCI image and makes its root filesystem the template's (``setup`` runs
+    once in that root first; its result is one more layer)."""
     path_id(template_id, "template_id")
     if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
         raise CollimateUsageError("setup must be a list of shell commands")

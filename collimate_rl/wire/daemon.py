@@ -254,7 +254,9 @@ class CollimateClient(SyncClientBase):
         policy (docs/egress.md). ``image`` (an OCI image reference: ``host/repo:tag``,
         ``oci:DIR[:tag]``, ``oci-archive:FILE``, ``docker-archive:FILE``) instead of ``base``:
         the node pulls it into its image store and every session sees its root filesystem
-        as ``/`` (``setup`` empty).
+        as ``/``; ``setup`` then runs once in that root, with the image's ``/bin/sh -c`` as
+        the image's user (its ``Env`` and ``WorkingDir``), and its result is one more layer
+        of the template.
         """
         return self._run(
             _d.bake_template(

@@ -255,6 +255,11 @@ class FakeRuntime:
     ) -> TemplateSpec:
         raise RuntimeError_("bake is not supported by the fake runtime")
 
+    async def bake_image(
+        self, spec: TemplateSpec, setup_commands: Sequence[str], *, network: bool = False
+    ) -> TemplateSpec:
+        raise RuntimeError_("bake_image is not supported by the fake runtime")
+
     async def close(self) -> None:
         if self.closed:
             return

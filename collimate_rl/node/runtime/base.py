@@ -26,6 +26,7 @@ __all__ = [
     "ExecSpec",
     "ImageRoot",
     "ImageWithoutPython",
+    "ImageWithoutShell",
     "Isolation",
     "Limits",
     "Runtime",
@@ -102,9 +103,14 @@ class ImageRoot:
         entrypoint: the image's ``Entrypoint``.
         cmd: the image's ``Cmd``.
         ref: the reference it was pulled as, for messages and listings.
+        baked: layers a bake's setup commands left over the image (``LocalRuntime.bake_image``),
+            lowest first, stacked above ``layers``. Their files are the sandbox uid's on disk
+            (the setup ran as the image's ``User`` mapped onto it), so they are bound as
+            they are, not idmapped as the image's own layers are, and show as the ``User``'s.
 
-    >>> ImageRoot(layers=(Path("/store/l/1"),), env=(("PATH", "/usr/bin"),)).working_dir
-    '/'
+    >>> root = ImageRoot(layers=(Path("/store/l/1"),), baked=(Path("/state/layers/t/upper"),))
+    >>> root.working_dir, [str(p) for p in root.stack]
+    ('/', ['/store/l/1', '/state/layers/t/upper'])
     """
 
     layers: tuple[Path, ...]
@@ -114,6 +120,13 @@ class ImageRoot:
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     ref: str = ""
+    baked: tuple[Path, ...] = ()
+
+    @property
+    def stack(self) -> tuple[Path, ...]:
+        """Every layer of the image's root as its sessions see it, lowest first (the
+        image's, then the baked ones; not the skeleton or shim the node adds)."""
+        return (*self.layers, *self.baked)
 
 
 @dataclass(frozen=True)
@@ -204,6 +217,11 @@ class ImageWithoutPython(ValueError):
     (a bad request: maps to 400, never to a reward)."""
 
 
+class ImageWithoutShell(ValueError):
+    """Setup commands over an image that has no ``/bin/sh`` to run them (a bad request:
+    maps to 400)."""
+
+
 class SessionLost(RuntimeError_):
     """The session's sandbox died or vanished (maps to 410 ``session_gone``)."""
 
@@ -273,7 +291,21 @@ class Runtime(Protocol):
         """Run setup commands on top of ``base`` and freeze the result as a new template.
 
         ``service`` makes every session run a server (see :class:`ServiceSpec`);
-        ``env`` is added to the template's environment.
+        ``env`` is added to the template's environment. Over an image template the
+        commands run in the image's root, as :meth:`bake_image` runs them.
+        """
+        ...
+
+    async def bake_image(
+        self, spec: TemplateSpec, setup_commands: Sequence[str], *, network: bool = False
+    ) -> TemplateSpec:
+        """Run setup commands in the root filesystem of ``spec.image`` (as its ``User``, with
+        its ``Env``, ``WorkingDir`` and ``/bin/sh``; network only with ``network``) and
+        register ``spec`` with their result as one more layer over the image's.
+
+        Raises:
+            ImageWithoutShell: the image has no ``/bin/sh`` (a ``ValueError``).
+            RuntimeError_: a command failed (the error carries its output's tail).
         """
         ...
 

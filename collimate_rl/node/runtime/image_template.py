@@ -23,7 +23,17 @@ from pathlib import Path, PurePosixPath
 
 from .base import ImageRoot
 
-__all__ = ["DEFAULT_PATH", "ImageFacts", "ImageUserError", "image_facts", "lookup", "skeleton"]
+__all__ = [
+    "DEFAULT_PATH",
+    "ImageFacts",
+    "ImageUserError",
+    "has_shell",
+    "image_env",
+    "image_facts",
+    "lookup",
+    "skeleton",
+    "user_paths_shim",
+]
 
 #: The ``PATH`` a session of an image without one in its ``Env`` gets (Docker's default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -192,15 +202,51 @@ def python_version(layers: tuple[Path, ...], python3: str) -> tuple[int, int] | 
 
 
 def image_facts(image: ImageRoot) -> ImageFacts:
-    """Its user, home and python3 (and that python3's version), read from its layers.
+    """Its user, home and python3 (and that python3's version), read from its layers (the
+    baked ones too: a setup may have installed a python3).
 
     Raises:
         ImageUserError: the image's ``User`` does not exist in it.
     """
-    uid, gid, home = _user(image.layers, image.user)
-    python3 = _program(image.layers, "python3", search_path(image))
-    version = python_version(image.layers, python3) if python3 is not None else None
+    layers = image.stack
+    uid, gid, home = _user(layers, image.user)
+    python3 = _program(layers, "python3", search_path(image))
+    version = python_version(layers, python3) if python3 is not None else None
     return ImageFacts(uid, gid, home, python3, version)
+
+
+def image_env(image: ImageRoot, facts: ImageFacts) -> dict[str, str]:
+    """The environment a process in the image's root starts with: the image's ``Env``, with
+    ``PATH`` (Docker's default when it has none), the user's ``HOME`` and ``HOSTNAME``.
+
+    >>> env = image_env(ImageRoot(layers=(), env=(("A", "1"),)), ImageFacts(0, 0, "/root", None))
+    >>> env["HOME"], env["A"], env["PATH"] == DEFAULT_PATH
+    ('/root', '1', True)
+    """
+    env = {"PATH": search_path(image), "HOME": facts.home, "HOSTNAME": "sandbox"}
+    env.update(dict(image.env))
+    return env
+
+
+def has_shell(layers: tuple[Path, ...]) -> bool:
+    """Whether the image's root has a ``/bin/sh`` to run setup commands (an executable file,
+    once its links are resolved inside the image).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     (Path(tmp) / "bin").mkdir()
+    ...     (Path(tmp) / "bin/dash").touch()
+    ...     (Path(tmp) / "bin/sh").symlink_to("dash")
+    ...     before = has_shell((Path(tmp),))
+    ...     os.chmod(Path(tmp) / "bin/dash", 0o755)
+    ...     before, has_shell((Path(tmp),))
+    (False, True)
+    """
+    host = lookup(layers, "/bin/sh")
+    try:
+        return host is not None and host.is_file() and bool(os.stat(host).st_mode & 0o111)
+    except OSError:
+        return False
 
 
 def user_paths_shim(folder: Path, layers: tuple[Path, ...], uid: int) -> Path | None:

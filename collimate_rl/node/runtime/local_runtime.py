@@ -10,6 +10,7 @@ server over unix sockets in the state dir (:mod:`.unix_rpc`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -28,6 +29,8 @@ from . import _recovery
 from . import bwrap as bw
 from ._sandbox.landlock import landlock_abi
 from .base import (
+    ImageRoot,
+    ImageWithoutShell,
     Isolation,
     Limits,
     RuntimeError_,
@@ -46,6 +49,7 @@ from .host_paths import (
     site_dirs,
     supervisor_argv,
 )
+from .image_template import ImageFacts, has_shell, image_env, image_facts, skeleton, user_paths_shim
 from .languages import LanguageTemplates
 from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
@@ -358,6 +362,15 @@ class LocalRuntime:
         merged_env = tuple({**dict(base_spec.env), **dict(env)}.items())
         # a bake with network (or over a networked base) makes a networked template
         networked = network or base_spec.network
+        if setup_commands and base_spec.image is not None:  # over an image template's root
+            spec = dataclasses.replace(
+                base_spec,
+                template_id=template_id,
+                env=merged_env,
+                service=service or base_spec.service,
+                network=networked,
+            )
+            return await self.bake_image(spec, setup_commands, network=network)
         if not setup_commands:  # a new service or environment over the base's files
             spec = dataclasses.replace(
                 base_spec,
@@ -401,6 +414,199 @@ class LocalRuntime:
         finally:
             if not ok:
                 shutil.rmtree(layer_root, ignore_errors=True)
+
+    async def bake_image(
+        self, spec: TemplateSpec, setup_commands: Sequence[str], *, network: bool = False
+    ) -> TemplateSpec:
+        """Run setup commands over an image template's root and register ``spec`` with
+        their result as one more read-only layer on top of the image's (``ImageRoot.baked``).
+
+        The commands are trusted (the operator's) and run once, in order, in a one-shot
+        container: the image's root (its layers read-only, idmapped as a session's are, a
+        fresh upper layer on top) as ``/``, the image's ``User`` (mapped onto the sandbox
+        uid), ``Env`` and ``WorkingDir``, the image's ``/bin/sh -c``, a scratch ``/tmp``, no
+        capabilities, the seccomp allowlist, and network only with ``network``
+        (``_sandbox/bake.py``). The upper layer they leave (overlayfs whiteouts for what they
+        deleted) becomes the template's top layer; its files are the sandbox uid's, so its
+        sessions see them as the image's user's, as the image's own. The layer lives in the
+        state dir until the runtime closes; a failed bake leaves nothing.
+
+        Returns:
+            the template registered (``spec`` with the layer in ``spec.image.baked``).
+
+        Raises:
+            ValueError: a bad id, no bwrap, the image's ``User`` is not in it
+                (``ImageUserError``), or it has no ``/bin/sh`` (``ImageWithoutShell``).
+            RuntimeError_: a command failed (its exit status and the output's tail), or the
+                container did not start.
+        """
+        image = spec.image
+        if image is None:
+            raise ValueError(f"template {spec.template_id!r} is not an image template")
+        if not _ID_RE.match(spec.template_id):
+            raise ValueError(f"bad template id {spec.template_id!r}")
+        if not setup_commands:
+            await self.add_template(spec)
+            return spec
+        if self.isolation is not Isolation.BWRAP:
+            raise ValueError(
+                "image templates need the bwrap driver (the image's root is each session's "
+                "own mount namespace); this node runs isolation='none'"
+            )
+        if not self._started or self._closed:
+            raise RuntimeError_("runtime is not running")
+        facts = image_facts(image)
+        if not has_shell(image.stack):
+            raise ImageWithoutShell(
+                "the image has no /bin/sh to run setup commands with (they run as the image's "
+                "`/bin/sh -c`): build them into the image, or start from one with a shell"
+            )
+        layer_root = self.state_dir / "layers" / f"{spec.template_id}-{secrets.token_hex(4)}"
+        layer_root.mkdir(mode=0o711)
+        ok = False
+        try:
+            lowers = await asyncio.to_thread(self._image_bake_dirs, layer_root, image, facts)
+            rc, out = await self._bake_image_bwrap(
+                image, facts, layer_root, lowers, setup_commands, network
+            )
+            if rc != 0:
+                raise RuntimeError_(
+                    f"bake of {spec.template_id!r} failed (exit {rc}): "
+                    f"{out.decode(errors='replace')[-4000:]}"
+                )
+            for name in ("work", "skeleton", "shim"):
+                shutil.rmtree(layer_root / name, ignore_errors=True)
+            baked = dataclasses.replace(
+                spec, image=dataclasses.replace(image, baked=(*image.baked, layer_root / "upper"))
+            )
+            await self.add_template(baked)
+            ok = True
+            return baked
+        finally:
+            if not ok:
+                shutil.rmtree(layer_root, ignore_errors=True)
+
+    def _image_bake_dirs(
+        self, layer_root: Path, image: ImageRoot, facts: ImageFacts
+    ) -> tuple[Path, ...]:
+        """An image bake's folders in ``layer_root`` (the upper and work dirs, the skeleton
+        and shim a session's container has too: ``TemplateHost._prepare_image``), the sandbox
+        uid's; the lower layers, lowest first."""
+        made = [layer_root / "upper", layer_root / "work"]
+        for folder in made:
+            folder.mkdir()
+        node_layers = [skeleton(layer_root / "skeleton", image.working_dir)]
+        shim = None
+        if facts.uid != 0 and os.geteuid() == 0:  # (the layers' owners are the node's if not)
+            shim = user_paths_shim(layer_root / "shim", image.layers, facts.uid)
+        if shim is not None:
+            node_layers.append(shim)
+        self.chown(layer_root)
+        for folder in (*made, *node_layers):
+            self.chown(folder)
+            for sub in folder.rglob("*"):
+                self.chown(sub)
+        return (node_layers[0], *image.layers, *([shim] if shim else []), *image.baked)
+
+    async def _bake_image_bwrap(
+        self,
+        image: ImageRoot,
+        facts: ImageFacts,
+        layer_root: Path,
+        lowers: tuple[Path, ...],
+        setup_commands: Sequence[str],
+        network: bool,
+    ) -> tuple[int, bytes]:
+        """Run an image bake's container (see :meth:`bake_image`); its status and the tail
+        of its output (which goes to an unlinked file in the state dir)."""
+        with tempfile.TemporaryFile(dir=self.state_dir, prefix="bake-") as log:
+            proc = self._launch_image_bake(
+                image, facts, layer_root, lowers, setup_commands, network, log.fileno()
+            )
+            try:
+                delay = 0.005
+                while proc.poll() is None:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+            finally:
+                if proc.poll() is None:  # cancelled (the client left): the bake stops with it
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, 9)
+                    proc.wait()
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - (64 << 10)))
+            return int(proc.returncode or 0), log.read()
+
+    def _launch_image_bake(
+        self,
+        image: ImageRoot,
+        facts: ImageFacts,
+        layer_root: Path,
+        lowers: tuple[Path, ...],
+        setup_commands: Sequence[str],
+        network: bool,
+        log: int,
+    ) -> subprocess.Popen[bytes]:
+        """Spawn an image bake's container, its output to ``log``.
+
+        With :class:`subprocess.Popen` on the event loop's thread, as a template's host is
+        (``TemplateHost._launch``), not with the loop's own subprocess support: the launcher
+        forks to make the idmap's user namespace, and a loop that runs ``preexec_fn`` from a
+        ``pthread_atfork`` handler (uvloop's) would run it again in that fork.
+        """
+        assert self.bwrap_path is not None
+        exe, _ = python_paths()
+        fds = bw.FdSet()
+        launch: bw.Launch | None = None
+        try:
+            argv = [self.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=network)]
+            if network:
+                argv += ["--share-net"]
+            argv += python_args()
+            argv += ["--tmpfs", "/.collimate", "--dir", "/.collimate/empty"]
+            argv += ["--ro-bind", str(SUPERVISOR_DIR), "/.collimate/sup"]
+            argv += ["--bind", str(layer_root), "/.collimate/out"]
+            layers, lower_dirs = layer_args(lowers, ())
+            argv += layers
+            cfg = {
+                "lowers": lower_dirs,
+                "commands": list(setup_commands),
+                "network": network,
+                "syscall_policy": self.syscall_policy,
+                "env": image_env(image, facts),
+                "image": {
+                    "uid": facts.uid,
+                    "gid": facts.gid,
+                    "workdir": "/" + image.working_dir.lstrip("/"),
+                },
+            }
+            argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]
+            argv += supervisor_argv(str(exe), "bake", json.dumps(cfg))
+            launch = bw.launch_preexec(
+                self.sandbox_uid,
+                [*python_sources(), SUPERVISOR_DIR, layer_root, *image.baked],
+                bwrap=self.bwrap_path,
+                idmapped=image.layers,
+                idmap=(facts.uid, facts.gid),
+            )
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=fds.fds,
+                close_fds=True,
+                start_new_session=True,
+                preexec_fn=launch,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise RuntimeError_(
+                bw.start_failure(self.bwrap_path, self.sandbox_uid, launch, exc)
+            ) from exc
+        finally:
+            fds.close()
+        self.note_host(proc.pid)
+        return proc
 
     async def _bake_bwrap(
         self,

@@ -42,8 +42,7 @@ from .host_paths import (
     search_path,
     supervisor_argv,
 )
-from .image_template import ImageFacts, image_facts, skeleton, user_paths_shim
-from .image_template import search_path as image_search_path
+from .image_template import ImageFacts, image_env, image_facts, skeleton, user_paths_shim
 from .local_session import LocalSession
 from .memcg import MemoryCgroup
 from .unix_rpc import unix_call
@@ -273,20 +272,24 @@ class TemplateHost:
         return [p for p in (self.dir / "skeleton", self.dir / "shim") if p.is_dir()]
 
     def _image_layers(self) -> tuple[Path, ...]:
-        """An image template's lower layers, lowest first: the skeleton, the image's, the shim."""
+        """An image template's lower layers, lowest first: the skeleton, the image's, the shim,
+        then the layers a bake's setup left (``ImageRoot.baked``)."""
         image = self.spec.image
         assert image is not None
         shim = self.dir / "shim"
-        return (self.dir / "skeleton", *image.layers, *([shim] if shim.is_dir() else []))
+        return (
+            self.dir / "skeleton",
+            *image.layers,
+            *([shim] if shim.is_dir() else []),
+            *image.baked,
+        )
 
     def _image_env(self) -> dict[str, str]:
         """An image template's sessions' environment: the image's ``Env`` with ``PATH``
         (Docker's default when it has none) and the user's ``HOME``."""
         image, facts = self.spec.image, self.image_facts
         assert image is not None and facts is not None
-        env = {"PATH": image_search_path(image), "HOME": facts.home, "HOSTNAME": "sandbox"}
-        env.update(dict(image.env))
-        return env
+        return image_env(image, facts)
 
     def _stderr_tail(self) -> str:
         try:
@@ -357,6 +360,7 @@ class TemplateHost:
             self.sock_dir,
             *[Path(p) for p in self.spec.layers],
             *(self._node_layers() if self.spec.image is not None else ()),
+            *(self.spec.image.baked if self.spec.image is not None else ()),
             *self.runtime.site_dirs,
             *self.spec.binds,
         ]
@@ -379,7 +383,8 @@ class TemplateHost:
         image = self.spec.image
         if image is None:
             layers, lowers = layer_args(self.spec.layers, self.spec.binds)
-        else:  # the skeleton lowest, then the image's layers (idmapped by the launcher)
+        else:  # the skeleton lowest, then the image's layers (idmapped by the launcher), the
+            # shim and the baked ones (the sandbox uid's already)
             layers, lowers = layer_args(self._image_layers(), ())
         argv += layers
         argv += ["--dir", "/sandbox", "--remount-ro", "/dev", "--remount-ro", "/"]
@@ -540,4 +545,5 @@ def _warm_image_settings(image: ImageRoot, facts: ImageFacts) -> dict[str, str] 
         return None
     from collimate_rl.grading._shipping import harness_source
 
-    return {"python3": facts.python3, "path": image_search_path(image), "harness": harness_source()}
+    path = image_env(image, facts)["PATH"]
+    return {"python3": facts.python3, "path": path, "harness": harness_source()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,9 +55,61 @@ def test_bake_an_image_list_and_prune(
     code, out, _ = collimate(capsys, "images", "prune", "--json", "--url", node_url)
     assert code == 0 and json.loads(out)["images"] == []  # still used
     code, _, err = collimate(
-        capsys, "bake", "x", "--image", ref, "--setup", "true", "--url", node_url
+        capsys, "bake", "x", "--image", ref, "--base", "python3-net", "--url", node_url
     )
     assert code == 2 and "--image" in err
+
+
+def test_bake_an_image_with_setup_commands(
+    node_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = rootfs_layout("bookworm-nopy", Path(tmp) / "nopy", config={"WorkingDir": "/srv"})
+        _bake_with_setup(node_url, capsys, f"oci:{layout}:v1")
+
+
+def _bake_with_setup(node_url: str, capsys: pytest.CaptureFixture[str], ref: str) -> None:
+    code, out, err = collimate(
+        capsys,
+        "bake",
+        "nopy-setup",
+        "--image",
+        ref,
+        "--setup",
+        "echo first > one.txt",
+        "--setup",
+        "rm /etc/debian_version && cat one.txt > two.txt",
+        "--json",
+        "--url",
+        node_url,
+    )
+    assert code == 0, err
+    assert json.loads(out)["template_id"] == "nopy-setup"
+    code, out, _ = collimate(
+        capsys,
+        "exec",
+        "--template",
+        "nopy-setup",
+        "pwd; cat two.txt; test -e /etc/debian_version || echo whited-out",
+        "--url",
+        node_url,
+    )
+    assert code == 0 and out == "/srv\nfirst\nwhited-out\n", out
+    code, out, _ = collimate(capsys, "images", "--json", "--url", node_url)
+    rows = json.loads(out)["images"]
+    assert [r["used_by"] for r in rows if r["id"] == ref] == [["nopy-setup"]]
+    code, _, err = collimate(
+        capsys,
+        "bake",
+        "nopy-broken",
+        "--image",
+        ref,
+        "--setup",
+        "echo from-the-setup; exit 4",
+        "--url",
+        node_url,
+    )
+    assert code != 0 and "exit 4" in err and "from-the-setup" in err, err
 
 
 class _PullingClient:

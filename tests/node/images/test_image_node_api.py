@@ -8,8 +8,10 @@ own above it), a real store, a real node on TCP (``_served.py``).
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from collimate_rl.node.image_templates import ImageSettings
 
 from ..runtime._served import NodeSession, ServedNode
 from ..runtime.conftest import TEST_LIMITS, run
+from ._images import Image, Layer, write_layout
 from ._rootfs import rootfs_layout, tar_layer
 from .conftest import IMAGE_SANDBOX_UID
 
@@ -117,13 +120,127 @@ async def test_bad_images_are_typed_errors(node: ServedNode, tmp_path: Path) -> 
     assert (status, body["error_code"]) == (400, "bad_request"), body
     status, body = await bake(node, "ghost", "127.0.0.1:9/none/such:tag")
     assert status in (404, 502) and body["error_code"] in ("not_found", "upstream_error"), body
-    resp = await node.http.post(
+    resp = await node.http.post(  # setup commands need the image first: the pull's 404
         "/v1/templates",
         json={"template_id": "withsetup", "image": "oci:/x:v1", "setup": ["true"]},
     )
-    assert resp.status_code == 400 and "setup" in resp.json()["error"]
+    assert (resp.status_code, resp.json()["error_code"]) == (404, "not_found")
     templates = (await node.http.get("/v1/health")).json()["templates"]
     assert not {"missing", "bad", "ghost", "withsetup"} & set(templates)
+
+
+def _layer_dirs(node: ServedNode) -> list[str]:
+    return sorted(p.name for p in (node.runtime.state_dir / "layers").iterdir())
+
+
+def _used_by(rows: list[dict[str, Any]], ref: str) -> list[str]:
+    return sorted(next(r for r in rows if r["id"] == ref)["used_by"])
+
+
+async def test_setup_commands_run_in_the_image_root(
+    node: ServedNode, layouts: dict[str, Path]
+) -> None:
+    ref = f"oci:{layouts['app']}:v1"
+    resp = await node.http.post(
+        "/v1/templates",
+        json={
+            "template_id": "app-setup",
+            "image": ref,
+            "setup": [
+                'echo "$GREETING from $(pwd) as $(id -un)" > setup.txt',
+                "rm hello.txt /etc/debian_version",  # whiteouts over the image's layers
+            ],
+            # without ports, ready.cmd is one more setup command
+            "ready": {"cmd": "python3 -c 'print(6 * 7)' > answer.txt"},
+        },
+        timeout=300,
+    )
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert body["image"] == ref and "app-setup" in body["templates"]
+    sess = await node.create_session("app-setup")
+    try:
+        out = await run(
+            sess,
+            command="cat setup.txt answer.txt; stat -c %U setup.txt; "
+            "ls hello.txt /etc/debian_version 2>&1 | grep -c 'No such file'",
+        )
+        assert out.output.decode().splitlines() == [
+            "hello from the image from /app as root",
+            "42",
+            "root",
+            "2",
+        ], out.output
+    finally:
+        await sess.close()
+    rows = (await node.http.get("/v1/images")).json()["images"]
+    assert "app-setup" in _used_by(rows, ref)
+    # a bake over that template: its setup runs in the image's root too, over the first's
+    resp = await node.http.post(
+        "/v1/templates",
+        json={"template_id": "app-setup-2", "base": "app-setup", "setup": ["cp answer.txt 2.txt"]},
+        timeout=300,
+    )
+    assert resp.status_code == 201, resp.text
+    sess = await node.create_session("app-setup-2")
+    try:
+        out = await run(sess, command="cat 2.txt; test -e hello.txt || echo still-gone")
+        assert out.output == b"42\nstill-gone\n", out.output
+    finally:
+        await sess.close()
+    rows = (await node.http.get("/v1/images")).json()["images"]
+    assert {"app-setup", "app-setup-2"} <= set(_used_by(rows, ref))
+
+
+async def test_a_failing_setup_is_a_typed_error_that_leaves_nothing(
+    node: ServedNode, layouts: dict[str, Path]
+) -> None:
+    ref = f"oci:{layouts['nopy']}:v1"
+    before = _layer_dirs(node)
+    resp = await node.http.post(
+        "/v1/templates",
+        json={
+            "template_id": "nopy-fails",
+            "image": ref,
+            "setup": ["echo about to fail; python3 -V"],
+        },
+        timeout=300,
+    )
+    assert (resp.status_code, resp.json()["error_code"]) == (400, "bake_failed"), resp.text
+    error = resp.json()["error"]
+    assert "exit 127" in error and "about to fail" in error and "python3" in error, error
+    assert _layer_dirs(node) == before
+    templates = (await node.http.get("/v1/health")).json()["templates"]
+    assert "nopy-fails" not in templates
+    rows = (await node.http.get("/v1/images")).json()["images"]
+    assert "nopy-fails" not in _used_by(rows, ref)
+
+
+async def test_an_image_without_a_shell_refuses_setup(node: ServedNode) -> None:
+    """A tiny image of one program and no ``/bin/sh``: made a template as it is, but a bake
+    with setup commands is a 400 that says why."""
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = write_layout(
+            Path(tmp) / "noshell",
+            {"v1": Image([Layer({"bin/app": b"\x7fELF not really\n"})], cmd=["/bin/app"])},
+        )
+        await _refuses_setup_without_a_shell(node, f"oci:{layout}:v1")
+
+
+async def _refuses_setup_without_a_shell(node: ServedNode, ref: str) -> None:
+    before = _layer_dirs(node)
+    resp = await node.http.post(
+        "/v1/templates",
+        json={"template_id": "noshell-setup", "image": ref, "setup": ["true"]},
+        timeout=300,
+    )
+    assert (resp.status_code, resp.json()["error_code"]) == (400, "bad_request"), resp.text
+    assert "no /bin/sh" in resp.json()["error"]
+    assert _layer_dirs(node) == before
+    rows = (await node.http.get("/v1/images")).json()["images"]
+    assert "noshell-setup" not in _used_by(rows, ref)
+    status, body = await bake(node, "noshell", ref)  # without setup: a template as it is
+    assert status == 201, body
 
 
 def _pull_samples(text: str) -> dict[str, float]:

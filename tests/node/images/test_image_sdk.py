@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from collimate_rl.node import LocalNode
-from collimate_rl.templates import Template
+from collimate_rl.templates import Ready, Template
 from collimate_rl.templates._clients import image_template_id
 
 from ._rootfs import rootfs_layout, tar_layer
@@ -48,7 +48,21 @@ def test_template_bake_with_an_image(local: Any, layout: Path) -> None:
         "task files\nPython 3.13"
     ), out
     rows = client.store_images()
-    assert [r["used_by"] for r in rows if r["id"] == ref] == [["trixie-task"]]
+    assert "trixie-task" in next(r["used_by"] for r in rows if r["id"] == ref)
+
+
+def test_template_bake_with_an_image_and_a_setup_command(local: Any, layout: Path) -> None:
+    """``Ready(cmd=...)`` without ports over an image: a setup command, run once in the
+    image's root (its ``WorkingDir``, its python3), its result in every session."""
+    client = local.client()
+    ref = f"oci:{layout}:v1"
+    ready = Ready(cmd="python3 -c 'import sys; print(sys.version_info[0])' > major.txt")
+    handle = Template.bake(client, name="trixie-setup", image=ref, ready=ready, width=2)
+    assert handle.id == "trixie-setup" and handle.status().phase == "Live"
+    out = client.exec_once("trixie-setup", command="cat README major.txt; pwd")
+    assert out["stdout"] == "task files\n3\n/srv/task\n", out
+    rows = client.store_images()
+    assert "trixie-setup" in next(r["used_by"] for r in rows if r["id"] == ref)
 
 
 def test_env_of_an_image_reference_and_a_fork_group(local: Any, layout: Path) -> None:
