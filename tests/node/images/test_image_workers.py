@@ -303,3 +303,18 @@ async def test_an_image_whose_python_cannot_serve_grades_on_the_exec_path(
     assert [r.reward for r in results] == [1.0, 0.5] * 2, [r.error for r in results]
     after = await stats(node, "noctypes")
     assert after.get("image_grades", 0) == 0 and after["image_zygote_starts"] == 1  # tried once
+
+
+async def test_a_candidate_is_seeded_as_on_python3(client: AsyncCollimateClient) -> None:
+    """Common random numbers: the same seed gives an image's candidate the same stream as a
+    ``python3`` template's (both 3.11 here), and the grade acknowledges it."""
+    seed = "5e" * 32
+    code = "import random\ndef probe():\n    return [random.random() for _ in range(3)]\n"
+    results = []
+    for template in ("python3", "bookworm"):
+        spec = probe_spec(None)
+        results.append(await agrade(client, template, code, spec, extract=False, seed=seed))
+    python3, image = results
+    assert image.seed_ack == python3.seed_ack == "verified"
+    got = [r.tests[0].detail for r in results]  # "got [...]": the stream each one drew
+    assert got[0] == got[1] and got[0].startswith("got [0."), got
