@@ -28,6 +28,7 @@ __all__ = [
     "HARNESS_MIN_PYTHON",
     "compile_block",
     "full_program_for",
+    "harness_source",
     "warm_modules",
     "warm_stub_for",
 ]
@@ -54,6 +55,18 @@ def _compiled(name: str, source: str) -> dict[str, str]:
         "tag": f"{sys.implementation.cache_tag}-{sys.hexversion:x}",  # factory.marshal_tag()
         "code": binascii.b2a_base64(zlib.compress(marshal.dumps(code), 9), newline=False).decode(),
     }
+
+
+def harness_source() -> str:
+    """The harness as source: what an image's warm fork-server compiles in the image's own
+    Python (``_sandbox/image_zygote.py``), where this build's code objects do not load.
+
+    >>> "def grade_payload" in harness_source()
+    True
+    """
+    from collimate_rl.grading._shipping import harness_source as source
+
+    return source()
 
 
 def warm_stub_for(payload_path: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from . import _recovery
 from . import bwrap as bw
-from ._warm import HARNESS_MIN_PYTHON, warm_modules
+from ._warm import HARNESS_MIN_PYTHON, harness_source, warm_modules
 from .base import (
     ImageRoot,
     Isolation,
@@ -543,7 +543,5 @@ def _warm_image_settings(image: ImageRoot, facts: ImageFacts) -> dict[str, str] 
     version = facts.python_version
     if facts.python3 is None or (version is not None and version < HARNESS_MIN_PYTHON):
         return None
-    from collimate_rl.grading._shipping import harness_source
-
     path = image_env(image, facts)["PATH"]
     return {"python3": facts.python3, "path": path, "harness": harness_source()}

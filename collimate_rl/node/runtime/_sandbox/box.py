@@ -126,7 +126,7 @@ def box_main(spec: BoxSpec) -> None:  # pragma: no cover - runs in the cloned bo
         _signal.set_wakeup_fd(-1)
         os.setsid()
         if spec.role == "image-zygote":  # an image's warm fork-server: its own way in
-            from .image_zygote import become_image_zygote
+            from .image_zygote_box import become_image_zygote
 
             become_image_zygote(spec)
         ready = _harden(spec)

@@ -10,7 +10,7 @@ uses, so its root is the image's, pristine: it maps the image's user, mounts its
 binds the root read-only (without its mounts) at ``/tmp``, pivots into the root and detaches
 the container's tree, drops every capability, loads the seccomp filter that lets a job build
 its namespaces (``build_seccomp_filter(nest=True)``) and execs the image's ``python3 -I -S``
-on the program :func:`warm_image.program` writes to its stdin (:func:`become_image_zygote`).
+on the program :func:`warm_image.program` writes to its stdin (``image_zygote_box.py``).
 
 A grade may use IZ only where it would see what IZ sees: in a light session whose files are
 the template's (:func:`pristine`: never mounted, no layer of a fork's). Its candidates then
@@ -34,31 +34,15 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from .common import kill_pidfd
-from .hardening import drop_all_capabilities
 from .image_root import image_settings
-from .layout import SANDBOX_DIR
 from .members import Member
-from .seccomp import load_seccomp
-from .syscalls import (
-    MS_BIND,
-    MS_NODEV,
-    MS_NOEXEC,
-    MS_NOSUID,
-    MS_PRIVATE,
-    MS_RDONLY,
-    MS_REC,
-    MS_REMOUNT,
-    mount,
-    pivot_into_cwd,
-    write_id_maps,
-)
-from .warm_image import BOOT, CTL_FD, READY_FD, program
+from .warm_image import program
 
 if TYPE_CHECKING:
-    from .box import BoxSpec
+    pass
 
 #: The uid (and gid) of sandboxed code in every namespace (``box.SANDBOX_ID``).
 SANDBOX_ID = 1000
@@ -255,52 +239,3 @@ def _read_by(fd: int, deadline: float) -> bytes:
     if left <= 0 or not select.select([fd], [], [], left)[0]:
         return b"error the image zygote did not start in time"
     return os.read(fd, 4096)
-
-
-def become_image_zygote(spec: BoxSpec) -> NoReturn:  # pragma: no cover - IZ's box
-    """IZ's box: into the image's root for good, then its ``python3`` (see the module).
-
-    Its record's namespace has no ``/dev`` in the root yet: the mounts a namespace got from a
-    more privileged one are locked, and neither a bind of a mount with locked mounts on it
-    (the jobs' lower layer, made first) nor a ``pivot_root`` onto a locked mount is allowed.
-    """
-    ready = spec.ready_w
-    try:
-        # IZ is the sandbox uid, not the image's user: a job maps that user onto IZ's ids,
-        # and a user namespace made without CAP_SETFCAP may not map its parent's uid 0
-        proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
-        try:
-            write_id_maps(proc, SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
-        finally:
-            os.close(proc)
-        mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # (pivot_root refuses shared)
-        # a mount of this namespace's own over the root (pivot_root refuses a locked one)
-        mount(SANDBOX_DIR, SANDBOX_DIR, None, MS_BIND, None)
-        lower = SANDBOX_DIR + "/tmp"  # the root without its mounts: the jobs' lower layer
-        mount(SANDBOX_DIR, lower, None, MS_BIND, None)
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
-        mount(None, lower, None, flags, None)
-        mount("/dev", SANDBOX_DIR + "/dev", None, MS_BIND | MS_REC, None)
-        mount("proc", SANDBOX_DIR + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-        os.chdir(SANDBOX_DIR)
-        pivot_into_cwd()
-        prog_r, ctl = spec.fds
-        os.dup2(prog_r, 0)
-        os.dup2(ctl, CTL_FD)
-        os.dup2(ready, READY_FD)
-        ready = READY_FD
-        os.closerange(READY_FD + 1, 1 << 16)
-        for fd in (0, CTL_FD, READY_FD):
-            os.set_inheritable(fd, True)
-        drop_all_capabilities(spec.cap_last, bounding=True)
-        load_seccomp(spec.cfg["_seccomp_nest"])
-        settings = spec.cfg["warm_image"]
-        python3 = settings["python3"]
-        env = {"PATH": settings["path"], "LC_ALL": "C.UTF-8"}
-        os.execve(python3, [python3, "-I", "-S", "-B", "-c", BOOT], env)
-    except BaseException as exc:
-        try:
-            os.write(ready, f"error {type(exc).__name__}: {exc}".encode()[:4000])
-        finally:
-            os._exit(1)
-    os._exit(1)  # (execve does not return)
