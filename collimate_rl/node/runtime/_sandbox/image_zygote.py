@@ -6,17 +6,18 @@ keeps IZ, one warm process of the image's own Python per template, started on th
 grade that can use it and kept for the template's life.
 
 IZ runs in a box of its own (cloned by Z like every box) over a session record nobody else
-uses, so its root is the image's, pristine: it maps the image's user, mounts its ``/proc``,
-binds the root read-only (without its mounts) at ``/tmp``, pivots into the root and detaches
-the container's tree, drops every capability, loads the seccomp filter that lets a job build
-its namespaces (``build_seccomp_filter(nest=True)``) and execs the image's ``python3 -I -S``
-on the program :func:`warm_image.program` writes to its stdin (``image_zygote_box.py``).
+uses, so its root is the image's, pristine. The box binds that root read-only (without its
+mounts) at ``/tmp``, pivots into it and detaches the container's tree, drops every
+capability, loads the seccomp filter that lets a candidate build its namespaces
+(``build_seccomp_filter(nest=True)``) and execs the image's ``python3 -I -S`` on the program
+:func:`warm_image.program` writes to its stdin (``image_zygote_box.py``).
 
 A grade may use IZ only where it would see what IZ sees: in a light session whose files are
 the template's (:func:`pristine`: never mounted, no layer of a fork's). Its candidates then
-run on a fresh copy-on-write layer of their own and their files are not kept in the session
-(a grade's files never are on ``python3``'s warm path either). Every other grade takes the
-exec path: the harness in a cold ``python3`` of the image, in the session's own files.
+run on a fresh copy-on-write layer of their own, and what they write is not kept in the
+session (on ``python3``'s warm path it is: its candidates run in the session's files). Every
+other grade takes the exec path: the harness in a cold ``python3`` of the image, in the
+session's own files.
 
 >>> pristine_lowers = ["/.collimate/l/0"]
 >>> from .members import Member
@@ -53,7 +54,7 @@ START_TIMEOUT = 60.0
 
 
 def pristine(member: Member, template_lowers: list[str]) -> bool:
-    """Whether ``member``'s files are the template's: what IZ's jobs see."""
+    """Whether ``member``'s files are the template's: what IZ's candidates see."""
     return not member.mounted and member.base < 0 and member.lowers == template_lowers
 
 
@@ -95,7 +96,7 @@ class ImageZygote:
         self.starts = 0
 
     def serves(self, member: Member) -> bool:
-        """Whether a grade of ``member`` may run as an IZ job."""
+        """Whether a grade of ``member`` may run on an image worker."""
         return (
             self.settings is not None
             and not self.failed
@@ -192,7 +193,7 @@ class ImageZygote:
         image = image_settings(self.cfg)
         assert image is not None
         return {
-            "user": [image[0], image[1]],  # the image's user, which each job maps onto IZ's
+            "user": [image[0], image[1]],  # the image's user, each candidate's, on IZ's ids
             "harness": self.settings["harness"],
             "seccomp": bytes(self.cfg["_seccomp"]).hex(),
             "limits": self.cfg["limits"],
@@ -202,7 +203,7 @@ class ImageZygote:
         }
 
     def reaped(self, pid: int) -> None:
-        """A box was reaped: if it was IZ, the next job starts a new one."""
+        """A box was reaped: if it was IZ, the next grade starts a new one."""
         if pid == self.pid:
             self.pid = 0
             self.stop()

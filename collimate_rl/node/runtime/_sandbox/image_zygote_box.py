@@ -39,11 +39,11 @@ def become_image_zygote(spec: Any) -> NoReturn:  # pragma: no cover - IZ's box
 
     Its record's namespace has no ``/dev`` in the root yet: the mounts a namespace got from a
     more privileged one are locked, and neither a bind of a mount with locked mounts on it
-    (the jobs' lower layer, made first) nor a ``pivot_root`` onto a locked mount is allowed.
+    (the candidates' lower layer, made first) nor a ``pivot_root`` onto a locked mount is allowed.
     """
     ready = spec.ready_w
     try:
-        # IZ is the sandbox uid, not the image's user: a job maps that user onto IZ's ids,
+        # IZ is the sandbox uid, not the image's user: a candidate maps that user onto IZ's ids,
         # and a user namespace made without CAP_SETFCAP may not map its parent's uid 0
         proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
         try:
@@ -53,7 +53,7 @@ def become_image_zygote(spec: Any) -> NoReturn:  # pragma: no cover - IZ's box
         mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # (pivot_root refuses shared)
         # a mount of this namespace's own over the root (pivot_root refuses a locked one)
         mount(SANDBOX_DIR, SANDBOX_DIR, None, MS_BIND, None)
-        lower = SANDBOX_DIR + "/tmp"  # the root without its mounts: the jobs' lower layer
+        lower = SANDBOX_DIR + "/tmp"  # the root without its mounts: the candidates' lower layer
         mount(SANDBOX_DIR, lower, None, MS_BIND, None)
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
         mount(None, lower, None, flags, None)
