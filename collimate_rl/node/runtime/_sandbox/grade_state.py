@@ -12,7 +12,7 @@ Stdlib only (an image worker runs it in the image's Python).
 
 >>> reply, output = grade_reply(None, "n", None, io.StringIO("hi"), 2.0, 0.0)
 >>> reply["timed_out"], output
-(True, b'hi\ntimeout after 2.0s')
+(True, b'hi\\ntimeout after 2.0s')
 """
 
 # ruff: noqa: SIM105
