@@ -570,9 +570,14 @@ class LocalRuntime:
         """Run an image bake's container (see :meth:`bake_image`); its status and the tail
         of its output (which goes to an unlinked file in the state dir)."""
         with tempfile.TemporaryFile(dir=self.state_dir, prefix="bake-") as log:
-            proc = self._launch_image_bake(
-                image, facts, layer_root, lowers, setup_commands, network, log.fileno(), ids
-            )
+            try:
+                proc = self._launch_image_bake(
+                    image, facts, layer_root, lowers, setup_commands, network, log.fileno(), ids
+                )
+            except RuntimeError_ as exc:  # (bwrap's own words, when it said any)
+                log.seek(0)
+                said = log.read(4000).decode(errors="replace").strip()
+                raise RuntimeError_(f"{exc}: {said}" if said else str(exc)) from exc
             try:
                 delay = 0.005
                 while proc.poll() is None:

@@ -27,6 +27,8 @@ from collimate_rl.node.runtime import (
     RuntimeError_,
     TemplateSpec,
 )
+from collimate_rl.node.runtime._sandbox.bake import ROOT_CAPS
+from collimate_rl.node.runtime.sandbox_uid import resolve_bake_range
 
 from ..runtime.conftest import run
 from ._rootfs import rootfs_layer
@@ -334,6 +336,7 @@ async def test_a_root_setup_has_the_images_owners(img_rt: LocalRuntime) -> None:
     spec = await img_rt.bake_image(
         bookworm(tid),
         [
+            "cat /proc/self/uid_map > /opt/maps; grep CapEff /proc/self/status >> /opt/maps",
             "stat -c '%U:%G' /var/lib/apt/lists/partial > /opt/owners",
             "echo x > /x && chown 42:65534 /x && stat -c '%u:%g' /x >> /opt/owners",
             "touch /var/lib/apt/lists/partial/x && rm -rf /var/lib/apt/lists/partial/*",
@@ -346,6 +349,11 @@ async def test_a_root_setup_has_the_images_owners(img_rt: LocalRuntime) -> None:
     )
     assert spec.image is not None
     upper = spec.image.baked[0]
+    # the setup ran in the bake's reserved range, as root with Docker's default capabilities
+    maps = (upper / "opt/maps").read_text().split("\n")
+    assert maps[0].split() == ["0", str(resolve_bake_range(img_rt.sandbox_uid)), "65536"]
+    cap_eff = next(line for line in maps if line.startswith("CapEff:")).split()[1]
+    assert int(cap_eff, 16) == sum(1 << c for c in ROOT_CAPS) == 0xA80425FB
     entries = upper_entries(upper)
     assert {(p.lstat().st_uid, p.lstat().st_gid) for p in entries} == {
         (img_rt.sandbox_uid, img_rt.sandbox_uid)

@@ -31,7 +31,7 @@ import stat
 import sys
 from typing import Any
 
-from .hardening import drop_all_capabilities
+from .hardening import drop_all_capabilities, keep_only_capabilities
 from .image_root import enter_image_root, image_settings, mount_image_dev
 from .layout import INTERNAL_DIR, SANDBOX_DIR
 from .seccomp import build_seccomp_filter, load_seccomp
@@ -46,11 +46,7 @@ from .syscalls import (
     MS_PRIVATE,
     MS_RDONLY,
     MS_REC,
-    PR_CAP_AMBIENT,
-    PR_CAP_AMBIENT_CLEAR_ALL,
-    PR_CAPBSET_DROP,
     PR_SET_DUMPABLE,
-    PR_SET_NO_NEW_PRIVS,
     cap_last,
     mount,
     prctl,
@@ -172,12 +168,7 @@ def _become(uid: int, gid: int, last_cap: int) -> None:
     if uid != 0:
         drop_all_capabilities(last_cap)
         return
-    for cap in range(last_cap + 1):
-        if cap not in ROOT_CAPS:
-            with contextlib.suppress(OSError):  # EINVAL: unknown to this kernel
-                prctl(PR_CAPBSET_DROP, cap)
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    keep_only_capabilities(ROOT_CAPS, last_cap)
 
 
 def _resolver() -> None:
