@@ -105,6 +105,7 @@ def launch_preexec(
     bwrap: str | None = None,
     idmapped: Sequence[Path] = (),
     idmap: tuple[int, int] = (0, 0),
+    mapped: Sequence[tuple[Sequence[Path], str, str]] = (),
 ) -> Launch | None:
     """A ``preexec_fn`` that drops root to ``uid`` before bwrap runs (``None`` when not root).
 
@@ -125,7 +126,9 @@ def launch_preexec(
 
     ``idmapped``: an image's layers, mounted over themselves first with the owner
     ``idmap`` (uid, gid) on disk shown as ``uid`` (``idmap.py``); their own modes are not
-    checked (the idmap makes the image user's files the sandbox uid's).
+    checked (the idmap makes the image user's files the sandbox uid's). ``mapped``: more
+    folders idmapped over themselves, each group with its own ``(uid_map, gid_map)`` (an
+    image bake's range: ``LocalRuntime._launch_image_bake``).
 
     Raises:
         UnreachablePath: a path's own mode keeps ``uid`` out (the launcher only makes the
@@ -138,11 +141,14 @@ def launch_preexec(
     if problem is not None:
         raise _reach.UnreachablePath(problem)
     plan: list[tuple[Path, Path]] = []  # (hidden ancestor, path to re-expose)
-    for p in [*paths, *idmapped]:
+    maps = [([Path(p) for p in idmapped], f"{idmap[0]} {uid} 1", f"{idmap[1]} {uid} 1")]
+    maps += [([Path(p) for p in group], um, gm) for group, um, gm in mapped]
+    maps = [m for m in maps if m[0]]
+    for p in [*paths, *(p for group, _, _ in maps for p in group)]:
         hide = _inaccessible_ancestor(p)
         if hide is not None:
             plan.append((hide, p))
-    return Launch(uid, plan, [Path(p) for p in idmapped], idmap)
+    return Launch(uid, plan, maps=maps)
 
 
 class Launch:
@@ -159,14 +165,18 @@ class Launch:
         plan: list[tuple[Path, Path]],
         idmapped: list[Path] | None = None,
         idmap: tuple[int, int] = (0, 0),
+        *,
+        maps: list[tuple[list[Path], str, str]] | None = None,
     ) -> None:
         from ._sandbox import syscalls as sv
 
         sv.libc()  # load before fork
         self.uid = uid
         self.plan = plan
-        self.idmapped = idmapped or []
-        self.idmap = idmap
+        #: (folders, uid_map, gid_map): idmapped over themselves with those maps
+        self.maps = maps if maps is not None else []
+        if idmapped:
+            self.maps.append((idmapped, f"{idmap[0]} {uid} 1", f"{idmap[1]} {uid} 1"))
         self._read, self._write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         weakref.finalize(self, _close_fds, self._read, self._write)
 
@@ -176,10 +186,10 @@ class Launch:
         plan, uid = self.plan, self.uid
         step = "re-exposing them in a private mount namespace"
         try:
-            if plan or self.idmapped:
+            if plan or self.maps:
                 sv.unshare(sv.CLONE_NEWNS)
                 sv.mount(None, "/", None, sv.MS_REC | sv.MS_PRIVATE, None)
-            if self.idmapped:
+            if self.maps:
                 step = "mounting the image's layers idmapped"
                 self._idmap_layers()
                 step = "re-exposing them in a private mount namespace"
@@ -208,12 +218,13 @@ class Launch:
     def _idmap_layers(self) -> None:
         from . import idmap
 
-        userns = idmap.idmap_userns(*self.idmap, self.uid, self.uid)
-        try:
-            for layer in self.idmapped:
-                idmap.idmapped_over_itself(str(layer), userns)
-        finally:
-            os.close(userns)
+        for layers, uid_map, gid_map in self.maps:
+            userns = idmap.userns_with_maps(uid_map, gid_map)
+            try:
+                for layer in layers:
+                    idmap.idmapped_over_itself(str(layer), userns)
+            finally:
+                os.close(userns)
 
     def _note(self, step: str, exc: OSError) -> None:
         hidden = sorted({h for h, _ in self.plan})

@@ -25,7 +25,7 @@ import signal
 
 from ._sandbox import syscalls as sv
 
-__all__ = ["idmap_userns", "idmapped_over_itself"]
+__all__ = ["idmap_userns", "idmapped_over_itself", "userns_with_maps", "write_maps"]
 
 # linux/mount.h; the mount API's syscall numbers are the same on every architecture
 _NR_OPEN_TREE = 428
@@ -67,7 +67,23 @@ def _call(nr: int, *args: object) -> int:
 
 
 def idmap_userns(inner_uid: int, inner_gid: int, outer_uid: int, outer_gid: int) -> int:
-    """A descriptor of a user namespace mapping ``inner`` onto ``outer`` (as root).
+    """A descriptor of a user namespace mapping ``inner`` onto ``outer`` (as root)."""
+    return userns_with_maps(f"{inner_uid} {outer_uid} 1", f"{inner_gid} {outer_gid} 1")
+
+
+def write_maps(pid: int, uid_map: str, gid_map: str) -> None:
+    """Write ``/proc/PID/uid_map`` and ``gid_map`` (``inner outer count`` lines; as root,
+    any number of lines of any host ids)."""
+    for name, text in (("uid_map", uid_map), ("gid_map", gid_map)):
+        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+def userns_with_maps(uid_map: str, gid_map: str) -> int:
+    """A descriptor of a user namespace with these maps (:func:`write_maps`; as root).
 
     A child enters a new user namespace; we write its maps, keep a descriptor of it and
     kill the child (the namespace lives on with the descriptor).
@@ -89,15 +105,7 @@ def idmap_userns(inner_uid: int, inner_gid: int, outer_uid: int, outer_gid: int)
     try:
         if os.read(ready_r, 1) != b"u":
             raise OSError(1, "could not make a user namespace for the idmapped layers")
-        for name, text in (
-            ("uid_map", f"{inner_uid} {outer_uid} 1"),
-            ("gid_map", f"{inner_gid} {outer_gid} 1"),
-        ):
-            fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
+        write_maps(pid, uid_map, gid_map)
         return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.close(ready_r)

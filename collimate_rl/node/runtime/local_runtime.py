@@ -18,14 +18,16 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _recovery
+from . import _recovery, idmap
 from . import bwrap as bw
 from ._sandbox.landlock import landlock_abi
 from .base import (
@@ -54,7 +56,7 @@ from .languages import LanguageTemplates
 from .local_session import LocalSession, close_sessions
 from .memcg import MemoryCgroup, mem_total, memcg_parent
 from .native import zygote_loop_library
-from .sandbox_uid import resolve_sandbox_uid
+from .sandbox_uid import BAKE_ID_COUNT, resolve_bake_range, resolve_sandbox_uid
 from .surface import allowed_call_count, log_missing_layers
 from .template_host import TemplateHost
 
@@ -133,6 +135,7 @@ class LocalRuntime:
         self._counter = 0
         self._started = False
         self._closed = False
+        self._bake_range: int | None = None  # (_bake_ids)
         self._lock = asyncio.Lock()
         #: the unix socket the node serves on, recorded for crash recovery
         self.listen_socket: Path | None = None
@@ -426,9 +429,14 @@ class LocalRuntime:
         fresh upper layer on top) as ``/``, the image's ``User`` (mapped onto the sandbox
         uid), ``Env`` and ``WorkingDir``, the image's ``/bin/sh -c``, a scratch ``/tmp``, no
         capabilities, the seccomp allowlist, and network only with ``network``
-        (``_sandbox/bake.py``). The upper layer they leave (overlayfs whiteouts for what they
-        deleted) becomes the template's top layer; its files are the sandbox uid's, so its
-        sessions see them as the image's user's, as the image's own. The layer lives in the
+        (``_sandbox/bake.py``). A root node maps the image's ids 0..65535 onto a reserved
+        host range instead (:meth:`_bake_ids`), so the image's files show with their real
+        owners and the setup's root keeps Docker's default capabilities in that namespace
+        (``chown``, ``dpkg``, ``apt-get``); the node then makes every entry of the layer the
+        sandbox uid's on disk (:meth:`_own_baked_layer`). The upper layer they leave
+        (overlayfs whiteouts for what they deleted) becomes the template's top layer; its
+        files are the sandbox uid's, so its sessions see them as the image's user's, as the
+        image's own. The layer lives in the
         state dir until the runtime closes; a failed bake leaves nothing.
 
         Returns:
@@ -465,15 +473,19 @@ class LocalRuntime:
         layer_root.mkdir(mode=0o711)
         ok = False
         try:
-            lowers = await asyncio.to_thread(self._image_bake_dirs, layer_root, image, facts)
+            ids = await asyncio.to_thread(self._bake_ids, facts)
+            lowers = await asyncio.to_thread(self._image_bake_dirs, layer_root, image, facts, ids)
             rc, out = await self._bake_image_bwrap(
-                image, facts, layer_root, lowers, setup_commands, network
+                image, facts, layer_root, lowers, setup_commands, network, ids
             )
             if rc != 0:
                 raise RuntimeError_(
                     f"bake of {spec.template_id!r} failed (exit {rc}): "
                     f"{out.decode(errors='replace')[-4000:]}"
+                    + (_ONE_UID_NOTE if ids is None else "")
                 )
+            if ids is not None:
+                await asyncio.to_thread(self._own_baked_layer, layer_root / "upper")
             for name in ("work", "skeleton", "shim"):
                 shutil.rmtree(layer_root / name, ignore_errors=True)
             baked = dataclasses.replace(
@@ -486,16 +498,53 @@ class LocalRuntime:
             if not ok:
                 shutil.rmtree(layer_root, ignore_errors=True)
 
+    def _bake_ids(self, facts: ImageFacts) -> int | None:
+        """The first host id of the range an image bake maps (uids and gids 0..65535 of the
+        bake onto it: ``sandbox_uid.resolve_bake_range``), picked once; ``None``: the bake
+        maps the image's ``User`` only (a node that is not root cannot map more, and a
+        ``User`` beyond the range keeps that path too)."""
+        if os.geteuid() != 0 or max(facts.uid, facts.gid) >= BAKE_ID_COUNT:
+            return None
+        if self._bake_range is None:
+            self._bake_range = resolve_bake_range(self.sandbox_uid)
+        return self._bake_range
+
+    def _own_baked_layer(self, upper: Path) -> None:
+        """A ranged bake's upper layer as sessions expect one: every entry (whiteouts and
+        links too) the sandbox uid's on disk, its mode kept but for the setuid and setgid
+        bits (cleared, as the unpacker clears them in an image's layers)."""
+        uid = self.sandbox_uid
+
+        def own(path: str) -> None:
+            os.lchown(path, uid, uid)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o6000:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o6000)
+
+        own(str(upper))
+        for root, dirs, files in os.walk(upper):
+            for name in (*dirs, *files):
+                own(os.path.join(root, name))
+
     def _image_bake_dirs(
-        self, layer_root: Path, image: ImageRoot, facts: ImageFacts
+        self, layer_root: Path, image: ImageRoot, facts: ImageFacts, ids: int | None = None
     ) -> tuple[Path, ...]:
         """An image bake's folders in ``layer_root`` (the upper and work dirs, the skeleton
         and shim a session's container has too: ``TemplateHost._prepare_image``), the sandbox
-        uid's; the lower layers, lowest first."""
+        uid's; the lower layers, lowest first. A ranged bake (``ids``: its range's first
+        host id) has its upper and work dirs its root's and the skeleton its user's, and no
+        shim (the image's real owners show)."""
         made = [layer_root / "upper", layer_root / "work"]
         for folder in made:
             folder.mkdir()
         node_layers = [skeleton(layer_root / "skeleton", image.working_dir)]
+        if ids is not None:
+            self.chown(layer_root)
+            for folder in made:
+                os.chown(folder, ids, ids)
+            for sub in (node_layers[0], *node_layers[0].rglob("*")):
+                os.chown(sub, ids + facts.uid, ids + facts.gid)
+            return (node_layers[0], *image.layers, *image.baked)
         shim = None
         if facts.uid != 0 and os.geteuid() == 0:  # (the layers' owners are the node's if not)
             shim = user_paths_shim(layer_root / "shim", image.layers, facts.uid)
@@ -516,13 +565,19 @@ class LocalRuntime:
         lowers: tuple[Path, ...],
         setup_commands: Sequence[str],
         network: bool,
+        ids: int | None = None,
     ) -> tuple[int, bytes]:
         """Run an image bake's container (see :meth:`bake_image`); its status and the tail
         of its output (which goes to an unlinked file in the state dir)."""
         with tempfile.TemporaryFile(dir=self.state_dir, prefix="bake-") as log:
-            proc = self._launch_image_bake(
-                image, facts, layer_root, lowers, setup_commands, network, log.fileno()
-            )
+            try:
+                proc = self._launch_image_bake(
+                    image, facts, layer_root, lowers, setup_commands, network, log.fileno(), ids
+                )
+            except RuntimeError_ as exc:  # (bwrap's own words, when it said any)
+                log.seek(0)
+                said = log.read(4000).decode(errors="replace").strip()
+                raise RuntimeError_(f"{exc}: {said}" if said else str(exc)) from exc
             try:
                 delay = 0.005
                 while proc.poll() is None:
@@ -546,8 +601,15 @@ class LocalRuntime:
         setup_commands: Sequence[str],
         network: bool,
         log: int,
+        ids: int | None = None,
     ) -> subprocess.Popen[bytes]:
         """Spawn an image bake's container, its output to ``log``.
+
+        Ranged (``ids``: the first host id of the bake's range): bwrap keeps its
+        capabilities and waits (``--userns-block-fd``) while the node writes its user
+        namespace's maps (0..65535 onto the range, one more id onto the sandbox uid bwrap
+        runs as); the image's layers are idmapped with the same range, earlier baked layers
+        (the sandbox uid's on disk) with the sandbox uid as the image's user.
 
         With :class:`subprocess.Popen` on the event loop's thread, as a template's host is
         (``TemplateHost._launch``), not with the loop's own subprocess support: the launcher
@@ -558,8 +620,16 @@ class LocalRuntime:
         exe, _ = python_paths()
         fds = bw.FdSet()
         launch: bw.Launch | None = None
+        block = info = (-1, -1)
         try:
-            argv = [self.bwrap_path, *bw.base_args(), *bw.etc_args(fds, network=network)]
+            base = bw.base_args()
+            if ids is not None:
+                cap = base.index("--cap-drop")
+                base[cap : cap + 2] = ["--cap-add", "ALL"]  # in its own user namespace only
+                block, info = os.pipe2(os.O_CLOEXEC), os.pipe2(os.O_CLOEXEC)
+                base += ["--unshare-user", "--userns-block-fd", str(block[0])]
+                base += ["--info-fd", str(info[1])]
+            argv = [self.bwrap_path, *base, *bw.etc_args(fds, network=network)]
             if network:
                 argv += ["--share-net"]
             argv += python_args()
@@ -579,22 +649,36 @@ class LocalRuntime:
                     "gid": facts.gid,
                     "workdir": "/" + image.working_dir.lstrip("/"),
                 },
+                "ranged": ids is not None,
             }
             argv += ["--dir", "/sandbox", "--chdir", "/", "--clearenv"]
             argv += supervisor_argv(str(exe), "bake", json.dumps(cfg))
-            launch = bw.launch_preexec(
-                self.sandbox_uid,
-                [*python_sources(), SUPERVISOR_DIR, layer_root, *image.baked],
-                bwrap=self.bwrap_path,
-                idmapped=image.layers,
-                idmap=(facts.uid, facts.gid),
-            )
+            sid = self.sandbox_uid
+            if ids is None:
+                launch = bw.launch_preexec(
+                    sid,
+                    [*python_sources(), SUPERVISOR_DIR, layer_root, *image.baked],
+                    bwrap=self.bwrap_path,
+                    idmapped=image.layers,
+                    idmap=(facts.uid, facts.gid),
+                )
+            else:
+                whole = f"0 {ids} {BAKE_ID_COUNT}"
+                launch = bw.launch_preexec(
+                    sid,
+                    [*python_sources(), SUPERVISOR_DIR, layer_root, *image.baked],
+                    bwrap=self.bwrap_path,
+                    mapped=[
+                        (image.layers, whole, whole),
+                        (image.baked, f"{sid} {ids + facts.uid} 1", f"{sid} {ids + facts.gid} 1"),
+                    ],
+                )
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                pass_fds=fds.fds,
+                pass_fds=[*fds.fds, *([block[0], info[1]] if ids is not None else [])],
                 close_fds=True,
                 start_new_session=True,
                 preexec_fn=launch,
@@ -605,7 +689,26 @@ class LocalRuntime:
             ) from exc
         finally:
             fds.close()
+            for fd in (block[0], info[1]):
+                if fd >= 0:
+                    os.close(fd)
         self.note_host(proc.pid)
+        if ids is not None:
+            try:
+                child = _bwrap_child_pid(info[0], proc)
+                maps = f"0 {ids} {BAKE_ID_COUNT}\n{BAKE_ID_COUNT} {sid} 1\n"
+                idmap.write_maps(child, maps, maps)
+                os.write(block[1], b"1")
+            except (OSError, ValueError) as exc:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+                proc.wait()
+                raise RuntimeError_(
+                    f"could not map the image bake's ids ({ids}..{ids + BAKE_ID_COUNT - 1}): {exc}"
+                ) from exc
+            finally:
+                os.close(info[0])
+                os.close(block[1])
         return proc
 
     async def _bake_bwrap(
@@ -709,3 +812,31 @@ class LocalRuntime:
                     shutil.rmtree(self.state_dir / sub, ignore_errors=True)
         if self._claim is not None:
             self._claim.release()  # last: the lock guards the dir until it is clean
+
+
+#: Why a bake on the one-uid path may fail where Docker's would not.
+_ONE_UID_NOTE = (
+    "\n(the setup ran with the image's User as its only id, as a node that is not root (or "
+    "an image whose User is beyond 65535) runs it: files of the image's other owners show as "
+    "nobody and cannot be changed, nothing can be chowned to another user, so e.g. apt-get "
+    "cannot work; a node run as root maps the image's ids 0..65535)"
+)
+
+
+def _bwrap_child_pid(fd: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
+    """The ``child-pid`` bwrap writes to its ``--info-fd`` (``fd``, our end)."""
+    import select
+
+    data = b""
+    deadline = time.monotonic() + timeout
+    while b"}" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or proc.poll() is not None:
+            raise ValueError(f"bwrap did not say its child's pid: {data[:200]!r}")
+        ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise ValueError(f"bwrap did not say its child's pid: {data[:200]!r}")
+            data += chunk
+    return int(json.loads(data.decode())["child-pid"])

@@ -41,7 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-__all__ = ["SANDBOX_UID_BASE", "HostIds", "resolve_sandbox_uid"]
+__all__ = [
+    "BAKE_ID_COUNT",
+    "SANDBOX_UID_BASE",
+    "HostIds",
+    "resolve_bake_range",
+    "resolve_sandbox_uid",
+]
 
 log = logging.getLogger("collimate_rl.node.runtime")
 
@@ -50,6 +56,8 @@ SANDBOX_UID_BASE: Final = 2_000_000_000
 #: How many uids from the base are tried before giving up.
 SANDBOX_UID_SPAN: Final = 1 << 20
 _UID_MAX: Final = (1 << 32) - 2  # (uid_t)-1 means "unchanged" to setuid/chown
+#: How many ids an image bake's user namespace maps (0..65535 inside).
+BAKE_ID_COUNT: Final = 65536
 
 
 def _read(path: str) -> str:
@@ -140,6 +148,39 @@ class HostIds:
             f"no free sandbox uid in {SANDBOX_UID_BASE}..{SANDBOX_UID_BASE + SANDBOX_UID_SPAN}; "
             "pass --sandbox-uid"
         )
+
+    def free_range(self, start: int, count: int, span: int = SANDBOX_UID_SPAN) -> int:
+        """The first base from ``start`` up (within ``span``) of ``count`` consecutive ids
+        that no account uses and no subordinate range overlaps (with ``nss``, neither does
+        any account the name service can list)."""
+        used = set(self.ids)
+        if self.nss:
+            with contextlib.suppress(OSError):
+                used.update(p.pw_uid for p in pwd.getpwall())
+                used.update(g.gr_gid for g in grp.getgrall())
+        base, limit = start, min(start + span, _UID_MAX + 1 - count)
+        while base <= limit:
+            end = base + count
+            clash = [u for u in used if base <= u < end]
+            clash += [e - 1 for s, e, _ in self.ranges if s < end and base < e]
+            if not clash:
+                return base
+            base = max(clash) + 1
+        raise RuntimeError(f"no {count} free host ids from {start} up for an image bake")
+
+
+def resolve_bake_range(sandbox_uid: int, host: HostIds | None = None) -> int:
+    """The first host id of an image bake's range (:data:`BAKE_ID_COUNT` ids: uids and gids
+    0..65535 of the bake, as root): directly above the sandbox uid, free of every account
+    and subordinate range as the sandbox uid is (:meth:`HostIds.free_range`). Deterministic
+    for the same accounts; nothing but a bake runs as these ids, and the layer a bake leaves
+    is the sandbox uid's again before any session sees it.
+
+    >>> HostIds.parse(passwd="a:x:7:7::/:/bin/sh\\n", group="", subuid="b:10:5\\n",
+    ...               subgid="", nss=False).free_range(5, 4)
+    15
+    """
+    return (host or HostIds.read()).free_range(sandbox_uid + 1, BAKE_ID_COUNT)
 
 
 def resolve_sandbox_uid(requested: int | None, host: HostIds | None = None) -> int:

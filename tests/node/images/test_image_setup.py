@@ -27,6 +27,8 @@ from collimate_rl.node.runtime import (
     RuntimeError_,
     TemplateSpec,
 )
+from collimate_rl.node.runtime._sandbox.bake import ROOT_CAPS
+from collimate_rl.node.runtime.sandbox_uid import resolve_bake_range
 
 from ..runtime.conftest import run
 from ._rootfs import rootfs_layer
@@ -306,3 +308,126 @@ async def test_close_removes_the_setup_layers(require_bwrap: None) -> None:
         finally:
             await rt.close()
         assert not state.exists()
+
+
+def upper_entries(upper: Path) -> list[Path]:
+    return [upper, *upper.rglob("*")]
+
+
+#: A tiny package built and installed in the setup: ``dpkg -i`` chowns what it unpacks.
+DEMO_DEB = [
+    "mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/local/bin /tmp/pkg/var/lib/demo",
+    "printf 'Package: demo\\nVersion: 1.0\\nArchitecture: all\\nMaintainer: t <t@t>\\n"
+    "Description: demo\\n' > /tmp/pkg/DEBIAN/control",
+    "printf '#!/bin/sh\\necho demo-ran\\n' > /tmp/pkg/usr/local/bin/demo",
+    "chmod 755 /tmp/pkg/usr/local/bin/demo",
+    "echo state > /tmp/pkg/var/lib/demo/state && chown -R _apt:nogroup /tmp/pkg/var/lib/demo",
+    "dpkg-deb --build /tmp/pkg /tmp/demo.deb && dpkg -i /tmp/demo.deb",
+    "stat -c '%U:%G' /var/lib/demo/state >> /opt/owners",
+]
+
+
+async def test_a_root_setup_has_the_images_owners(img_rt: LocalRuntime) -> None:
+    """A root node maps the image's ids 0..65535 in a setup: the image's files show with
+    their real owners, root can chown to others and change what others own (``_apt``'s
+    ``/var/lib/apt/lists/partial``), ``dpkg`` installs; the layer is the sandbox uid's on
+    disk (setuid bits cleared), so sessions see it as the image user's, as ever."""
+    tid = new_id("owners")
+    spec = await img_rt.bake_image(
+        bookworm(tid),
+        [
+            "cat /proc/self/uid_map > /opt/maps; grep CapEff /proc/self/status >> /opt/maps",
+            "stat -c '%U:%G' /var/lib/apt/lists/partial > /opt/owners",
+            "echo x > /x && chown 42:65534 /x && stat -c '%u:%g' /x >> /opt/owners",
+            "touch /var/lib/apt/lists/partial/x && rm -rf /var/lib/apt/lists/partial/*",
+            "apt-get -o Debug::NoLocking=1 check && apt-get clean && dpkg --configure -a",
+            "touch /var/lib/apt/lists/partial/kept && chown _apt /var/lib/apt/lists/partial/kept",
+            *DEMO_DEB,
+            "cp /bin/true /usr/local/bin/suid && chmod 4755 /usr/local/bin/suid",
+            "mkdir -m 2775 /srv/shared && rm /etc/hostname",
+        ],
+    )
+    assert spec.image is not None
+    upper = spec.image.baked[0]
+    # the setup ran in the bake's reserved range, as root with Docker's default capabilities
+    maps = (upper / "opt/maps").read_text().split("\n")
+    assert maps[0].split() == ["0", str(resolve_bake_range(img_rt.sandbox_uid)), "65536"]
+    cap_eff = next(line for line in maps if line.startswith("CapEff:")).split()[1]
+    assert int(cap_eff, 16) == sum(1 << c for c in ROOT_CAPS) == 0xA80425FB
+    entries = upper_entries(upper)
+    assert {(p.lstat().st_uid, p.lstat().st_gid) for p in entries} == {
+        (img_rt.sandbox_uid, img_rt.sandbox_uid)
+    }
+    assert not [p for p in entries if p.lstat().st_mode & 0o6000]
+    assert (upper / "usr/local/bin/suid").stat().st_mode & 0o7777 == 0o755
+    assert (upper / "srv/shared").stat().st_mode & 0o7777 == 0o775
+    assert (upper / "etc/hostname").is_char_device()
+    assert (upper / "var/lib/apt/lists/partial/kept").exists()
+    s = await session(img_rt, tid)
+    try:
+        out = await run(
+            s,
+            command="cat /opt/owners; demo; dpkg-query -W -f '${Status}\\n' demo; cat /x; "
+            "cat /var/lib/demo/state; "
+            "stat -c '%U:%G' /x; test -e /etc/hostname || echo no-hostname",
+        )
+        assert out.exit_code == 0, out.output
+        assert out.output.decode().splitlines() == [
+            "_apt:root",
+            "42:65534",
+            "_apt:nogroup",
+            "demo-ran",
+            "install ok installed",
+            "x",
+            "state",
+            "root:root",  # the sandbox uid's on disk: the image user's in a session
+            "no-hostname",
+        ], out.output
+    finally:
+        await s.close()
+
+
+async def test_one_uid_setups_cannot_chown_and_say_why(
+    img_rt: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that is not root (or an image ``User`` beyond 65535) maps the ``User`` only:
+    a chown to another user fails, and the error says why."""
+    monkeypatch.setattr(img_rt, "_bake_ids", lambda facts: None)
+    before = layer_dirs(img_rt)
+    with pytest.raises(RuntimeError_, match="only id") as info:
+        await img_rt.bake_image(bookworm(new_id("one-uid")), ["touch /x && chown 42 /x"])
+    assert "apt-get cannot work" in str(info.value) and layer_dirs(img_rt) == before
+
+
+def deb_mirror_reachable() -> bool:
+    import urllib.request
+
+    url = "http://deb.debian.org/debian/dists/bookworm/InRelease"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+async def test_apt_get_install_in_a_networked_setup(img_rt: LocalRuntime) -> None:
+    if not await asyncio.to_thread(deb_mirror_reachable):
+        pytest.skip("deb.debian.org is not reachable from this host")
+    tid = new_id("jq")
+    spec = await img_rt.bake_image(
+        dataclasses.replace(bookworm(tid), network=True),
+        [
+            "apt-get update -q",
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends jq",
+            "rm -rf /var/lib/apt/lists/*",
+        ],
+        network=True,
+    )
+    assert spec.image is not None
+    assert {p.lstat().st_uid for p in upper_entries(spec.image.baked[0])} == {img_rt.sandbox_uid}
+    s = await session(img_rt, tid)
+    try:
+        out = await run(s, command="echo '{\"a\": [1, 2]}' | jq -c '.a | add'")
+        assert out.output == b"3\n", out.output
+    finally:
+        await s.close()

@@ -11,6 +11,15 @@ container's ``/dev`` and a scratch ``/tmp`` into the root, ``chroot``s there and
 the ``WorkingDir``, drops every capability, loads seccomp, then runs each command with the
 image's ``/bin/sh -c`` and the image's environment. Whatever a command leaves running is
 killed before the next one starts (as a ``RUN`` of a Dockerfile ends).
+
+A root node runs an image bake *ranged* (``cfg["ranged"]``): bwrap's user namespace maps
+uids and gids 0..65535 onto a range of host ids the node reserved (it wrote the maps
+itself, ``--userns-block-fd``) and this process keeps its capabilities in it, so there is
+no user namespace of our own: the image's files show with their real owners (its layers
+are idmapped with the same range), the commands run as the image's ``User`` by
+``setuid``, and root among them keeps the capabilities Docker's default gives a
+container's root (``chown`` to ``_apt``, ``dpkg``'s ownership of what it unpacks), within
+that namespace only. The node makes the layer the sandbox uid's afterwards.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import stat
 import sys
 from typing import Any
 
-from .hardening import drop_all_capabilities
+from .hardening import drop_all_capabilities, keep_only_capabilities
 from .image_root import enter_image_root, image_settings, mount_image_dev
 from .layout import INTERNAL_DIR, SANDBOX_DIR
 from .seccomp import build_seccomp_filter, load_seccomp
@@ -85,16 +94,25 @@ def _overlay_options(cfg: dict[str, Any]) -> str:
     )
 
 
+#: The capabilities a ranged setup's root keeps (Docker's default set; numbers from
+#: linux/capability.h): CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP,
+#: NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, MKNOD, AUDIT_WRITE, SETFCAP.
+ROOT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
+
+
 def _bake_image(cfg: dict[str, Any]) -> int:
     """Run the setup commands inside the image's root (see the module's docstring)."""
     image = image_settings(cfg)
     assert image is not None
     uid, gid, _workdir = image
-    proc_dir = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
-    outer_uid, outer_gid = os.getuid(), os.getgid()
-    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)
-    write_id_maps(proc_dir, uid, outer_uid, outer_gid, gid)  # the image's User, as ours
-    os.close(proc_dir)
+    if cfg.get("ranged"):  # bwrap's user namespace is the bake's (0..65535 mapped)
+        unshare(CLONE_NEWNS | CLONE_NEWPID)
+    else:
+        proc_dir = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY)
+        outer_uid, outer_gid = os.getuid(), os.getgid()
+        unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)
+        write_id_maps(proc_dir, uid, outer_uid, outer_gid, gid)  # the image's User, as ours
+        os.close(proc_dir)
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)
     mount("overlay", SANDBOX_DIR, "overlay", MS_NOSUID | MS_NODEV, _overlay_options(cfg))
     prctl(PR_SET_DUMPABLE, 0)  # (inherited by pid 1; its commands are dumpable again)
@@ -133,9 +151,24 @@ def _enter_image(cfg: dict[str, Any], image: tuple[int, int, str], last_cap: int
         _resolver()
     enter_image_root(image[2])
     os.umask(0o022)
-    drop_all_capabilities(last_cap)
+    if cfg.get("ranged"):
+        _become(image[0], image[1], last_cap)
+    else:
+        drop_all_capabilities(last_cap)
     allowlist = cfg.get("syscall_policy", "allowlist") != "record"
     load_seccomp(build_seccomp_filter(allow_inet=bool(cfg.get("network")), allowlist=allowlist))
+
+
+def _become(uid: int, gid: int, last_cap: int) -> None:
+    """A ranged setup's identity: the image's ``User``; root keeps :data:`ROOT_CAPS` (the
+    bounding set holds no more, so nothing it runs gains another), anyone else none."""
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)  # (to 0 from a mapped non-root uid: the permitted set becomes effective)
+    if uid != 0:
+        drop_all_capabilities(last_cap)
+        return
+    keep_only_capabilities(ROOT_CAPS, last_cap)
 
 
 def _resolver() -> None:

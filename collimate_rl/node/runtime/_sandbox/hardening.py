@@ -73,6 +73,28 @@ def drop_all_capabilities(cap_last: int, *, bounding: bool = True) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
+def keep_only_capabilities(keep: frozenset[int], cap_last: int) -> None:
+    """Hold ``keep`` only: the bounding set, and the effective, permitted and inheritable
+    sets (a root process's ``execve`` grants inheritable | bounding), no ambient ones;
+    ``no_new_privs`` set."""
+    for cap in range(cap_last + 1):
+        if cap not in keep and libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            if err != errno.EINVAL:  # EINVAL: unknown to this kernel
+                raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    data = (_CapData * 2)()
+    for cap in keep:
+        word = data[cap // 32]
+        bit = 1 << (cap % 32)
+        word.effective |= bit
+        word.permitted |= bit
+        word.inheritable |= bit
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    check(libc().capset(ctypes.addressof(header), ctypes.addressof(data)), "capset")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
 def hide_internals_and_drop_capabilities(cap_last: int, *, bounding: bool = False) -> None:
     """Harden a process that will run sandbox code (an exec, the factory, a service).
 
