@@ -226,7 +226,8 @@ async def exec_in_session(
     "/v1/templates",
     status_code=201,
     response_model=BakeResponse,
-    responses=_errors(400, 404, 409, 503),
+    # 402: an image over the store's quota; 502: its registry failed (upstream_error)
+    responses=_errors(400, 402, 404, 409, 502, 503),
     tags=["templates"],
 )
 async def bake_template(req: BakeRequest, node: NodeDep) -> JSONResponse:
