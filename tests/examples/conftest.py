@@ -42,6 +42,8 @@ def run_example(
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("COLLIMATE_")}
     env["PYTHONUNBUFFERED"] = "1"
+    # torch's compile caches go to /tmp/torchinductor_<user> unless told: the test's folder
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "torchinductor")
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     proc = subprocess.run(

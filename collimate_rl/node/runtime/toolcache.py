@@ -210,7 +210,7 @@ def _javac_flags() -> list[str]:
 
 def _java(javac: str, root: Path) -> WarmUp | None:
     real = str(Path(javac).resolve())
-    version = run_captured([real, "-version"])
+    version = run_captured([real, "-J-XX:-UsePerfData", "-version"])  # (no /tmp/hsperfdata_*)
     flags = _javac_flags()
     key = cache_key(version.stdout + version.stderr, " ".join(flags), real)
     folder = readable_folder(root, "java", key)
