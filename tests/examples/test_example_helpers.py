@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +22,13 @@ from tests.examples.conftest import EXAMPLES, needs
         ),
     ],
 )
-def test_doctests(module: str) -> None:
+def test_doctests(module: str, tmp_path: Path) -> None:
+    # torch's compile caches go to /tmp/torchinductor_<user> unless told: the test's folder
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torchinductor"))
     proc = subprocess.run(
         [sys.executable, "-m", "doctest", module],
         cwd=EXAMPLES,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
