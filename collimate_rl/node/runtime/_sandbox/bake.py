@@ -31,6 +31,7 @@ import stat
 import sys
 from typing import Any
 
+from .common import kill_and_reap_all, reap_until
 from .hardening import drop_all_capabilities, keep_only_capabilities
 from .image_root import enter_image_root, image_settings, mount_image_dev
 from .layout import INTERNAL_DIR, SANDBOX_DIR
@@ -199,37 +200,9 @@ def _run_commands(cfg: dict[str, Any]) -> int:
             except BaseException as exc:
                 _say(f"collimate: cannot run the image's /bin/sh: {exc}\n")
             os._exit(127)
-        status = _reap(pid)
-        _sweep()
+        status = reap_until(pid)
+        kill_and_reap_all()  # what the command left running
         rc = os.waitstatus_to_exitcode(status)
         if rc != 0:
             return rc if rc > 0 else 128 - rc
     return 0
-
-
-def _reap(pid: int) -> int:
-    """Reap orphans (we are pid 1) until ``pid`` ends; its wait status."""
-    while True:
-        try:
-            done, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return 0
-        except InterruptedError:
-            continue
-        if done == pid:
-            return status
-
-
-def _sweep() -> None:
-    """Kill what the command left running (every other process of this pid namespace)."""
-    try:
-        os.kill(-1, 9)
-    except OSError:
-        return  # ESRCH: nothing else alive
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-        except InterruptedError:
-            continue
