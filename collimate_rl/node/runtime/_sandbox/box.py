@@ -58,7 +58,7 @@ from .factory import Stdio, run_main
 from .framing import read_frame, write_all
 from .hardening import apply_limits, drop_all_capabilities
 from .image_root import enter_image_root, image_settings
-from .layout import COVER_DIR, INTERNAL_DIR, SANDBOX_DIR
+from .layout import COVER_DIR, INTERNAL_DIR, SANDBOX_DIR, SANDBOX_ID
 from .seccomp import load_seccomp
 from .seeding import apply_python_seed
 from .spawned_job import address_space_used, run_spawned, spawnable
@@ -74,8 +74,6 @@ from .syscalls import (
     write_id_maps,
 )
 
-#: The uid (and gid) sandboxed code runs as, inside every namespace.
-SANDBOX_ID = 1000
 #: An exec box's line to the master: "idle" after an exec, then the next exec's pipes.
 CTL_FD = 5
 #: Execs one box serves at most before it makes way for a fresh one.

@@ -45,8 +45,6 @@ from .warm_image import program
 if TYPE_CHECKING:
     pass
 
-#: The uid (and gid) of sandboxed code in every namespace (``box.SANDBOX_ID``).
-SANDBOX_ID = 1000
 #: The record IZ's box runs over (not a session: never listed, forked or killed as one).
 IZ_KEY = "_iz"
 #: How long IZ may take to load (its interpreter, the harness compiled once).

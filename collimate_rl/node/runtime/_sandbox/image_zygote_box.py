@@ -12,7 +12,7 @@ import os
 from typing import Any, NoReturn
 
 from .hardening import drop_all_capabilities
-from .layout import SANDBOX_DIR
+from .layout import SANDBOX_DIR, SANDBOX_ID
 from .seccomp import load_seccomp
 from .syscalls import (
     MS_BIND,
@@ -28,9 +28,6 @@ from .syscalls import (
     write_id_maps,
 )
 from .warm_image import BOOT, CTL_FD, READY_FD
-
-#: The uid (and gid) of sandboxed code in every namespace (``box.SANDBOX_ID``).
-SANDBOX_ID = 1000
 
 
 def become_image_zygote(spec: Any) -> NoReturn:  # pragma: no cover - IZ's box

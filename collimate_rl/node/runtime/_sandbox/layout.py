@@ -17,5 +17,7 @@ ANCHOR_DIR = "/.collimate/s"
 #: An empty, read-only dir in the anchor that every box binds over ``INTERNAL_DIR``.
 COVER_DIR = "/.collimate/s/.cover"
 SANDBOX_DIR = "/sandbox"
+#: The uid (and gid) sandboxed code runs as, inside every namespace.
+SANDBOX_ID = 1000
 SITE_DIR = "/opt/collimate/site"
 BIN_DIR = "/opt/collimate/bin"
