@@ -149,3 +149,12 @@ def kill_pidfd(pidfd: int) -> None:
     """SIGKILL the process ``pidfd`` refers to (nothing if it is gone already)."""
     with contextlib.suppress(OSError):
         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def take_low_fds() -> None:
+    """Fill fds 0..4 (with /dev/null where free), so later descriptors are all >= 5."""
+    while True:
+        fd = os.open(os.devnull, os.O_RDWR)  # (no O_CLOEXEC: kept across nothing but forks)
+        if fd > 4:
+            os.close(fd)
+            return

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from .boxes import Boxes
-from .common import b36, freeze_heap
+from .common import b36, freeze_heap, take_low_fds
 from .factory import load_warm_modules
 from .framing import recv_msg, send_msg
 from .home import Home
@@ -99,7 +99,7 @@ class Master(SessionSetup, LightSessions):
 
     def run(self) -> None:
         set_name("col-master")
-        _take_low_fds()  # so every descriptor received later is >= 5 (see box.py)
+        take_low_fds()  # so every descriptor received later is >= 5 (see box.py)
         if self.isolated:
             prctl(PR_SET_CHILD_SUBREAPER, 1)
             if self.cfg.get("light", True):
@@ -400,15 +400,6 @@ class Master(SessionSetup, LightSessions):
                 err = "session server did not come up"
             out[key] = (pid, err)
         return out
-
-
-def _take_low_fds() -> None:
-    """Fill fds 0..4 (with /dev/null where free), so later descriptors are all >= 5."""
-    while True:
-        fd = os.open(os.devnull, os.O_RDWR)  # (no O_CLOEXEC: kept across nothing but forks)
-        if fd > 4:
-            os.close(fd)
-            return
 
 
 def main(argv: list[str]) -> int:

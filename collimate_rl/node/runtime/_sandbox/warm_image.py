@@ -44,7 +44,7 @@ import socket
 import sys
 from typing import Any
 
-from .common import freeze_heap
+from .common import freeze_heap, take_low_fds
 from .home import Home
 from .image_candidate import candidate_job
 from .image_worker import worker_main
@@ -143,7 +143,8 @@ def serve(settings: dict[str, Any]) -> None:  # pragma: no cover - IZ, in the im
     sel.register(ctl, selectors.EVENT_READ)
     freeze_heap()  # a fork's GC would otherwise touch (copy) every page it shares with IZ
     os.write(READY_FD, b"ok")
-    _hold_low_fds()
+    os.close(READY_FD)  # (it said its word)
+    take_low_fds()  # every descriptor IZ receives above 4: a candidate moves its own onto 0..3
     while True:
         for key, _ in sel.select():
             if key.data is not None:  # a candidate ended: its network namespace is free
@@ -177,20 +178,6 @@ def serve(settings: dict[str, Any]) -> None:  # pragma: no cover - IZ, in the im
             finally:
                 for fd in [*fds, *passed]:
                     os.close(fd)
-
-
-def _hold_low_fds() -> None:  # pragma: no cover - IZ
-    """Keep fds 0..4 taken (``/dev/null``; 3 is the control socket), so every descriptor
-    IZ receives is above them: a candidate moves its own onto 0..3 in order."""
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, READY_FD)  # (the ready pipe said its word: closed by this)
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:  # (stdin, read at the start, is closed)
-            os.dup2(null, fd)
-    if null > READY_FD:
-        os.close(null)
 
 
 def _load_harness(source: str) -> None:  # pragma: no cover - IZ
